@@ -1,0 +1,1 @@
+"""hearth: a chat backend for LLM agents."""

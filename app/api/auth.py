@@ -1,0 +1,121 @@
+"""Sign-up, sign-in, sign-out and the current user."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, HTTPException, Request, Response
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+
+from app.api.deps import Auth, DbSession, ServicesDep
+from app.api.json import json_response
+from app.api.schemas.common import error_responses
+from app.api.schemas.users import LoginIn, RegisterIn, SignedInOut
+from app.auth import throttle
+from app.auth.passwords import hash_password, verify_password
+from app.auth.sessions import open_session, revoke_session
+from app.auth.tokens import CSRF_COOKIE, SESSION_COOKIE
+from app.db.models import User
+from app.services import Services
+
+router = APIRouter(prefix="/api/auth", tags=["auth"])
+
+
+def user_dict(user: User) -> dict[str, object]:
+    return {
+        "id": user.id,
+        "email": user.email,
+        "display_name": user.display_name,
+        "is_admin": user.is_admin,
+        "created_at": user.created_at,
+    }
+
+
+def _signed_in(services: Services, user: User, token: str, status_code: int) -> Response:
+    csrf = services.codec.csrf_for(token)
+    response = json_response({**user_dict(user), "csrf_token": csrf}, status_code)
+    settings = services.settings
+    max_age = int(services.session_policy.lifetime.total_seconds())
+    common = {
+        "max_age": max_age,
+        "path": "/",
+        "secure": settings.cookie_secure,
+        "samesite": settings.cookie_samesite,
+    }
+    response.set_cookie(SESSION_COOKIE, services.codec.sign(token), httponly=True, **common)
+    response.set_cookie(CSRF_COOKIE, csrf, httponly=False, **common)
+    return response
+
+
+@router.post(
+    "/register",
+    status_code=201,
+    response_model=SignedInOut,
+    responses=error_responses(403, 409),
+)
+async def register(body: RegisterIn, services: ServicesDep, db: DbSession) -> Response:
+    """Create an account and sign it in."""
+    if not services.settings.allow_registration:
+        raise HTTPException(403, "registration is closed")
+    if await db.scalar(select(User.id).where(User.email == body.email)) is not None:
+        raise HTTPException(409, "an account with this email exists")
+    now = services.clock.now()
+    user = User(
+        email=body.email,
+        password_hash=await hash_password(body.password),
+        display_name=body.display_name or body.email.split("@", 1)[0],
+        is_admin=False,
+        created_at=now,
+    )
+    db.add(user)
+    try:
+        await db.flush()
+    except IntegrityError as exc:
+        await db.rollback()
+        raise HTTPException(409, "an account with this email exists") from exc
+    token = await open_session(db, services.codec, user, now, services.session_policy)
+    await db.commit()
+    return _signed_in(services, user, token, 201)
+
+
+@router.post("/login", response_model=SignedInOut, responses=error_responses(401, 429))
+async def login(body: LoginIn, request: Request, services: ServicesDep, db: DbSession) -> Response:
+    """Sign in with email and password; sets the session and CSRF cookies."""
+    now = services.clock.now()
+    keys = throttle.throttle_keys(body.email, request.client.host if request.client else None)
+    wait = await throttle.retry_after(db, keys, now, services.settings.login_max_failures)
+    if wait is not None:
+        raise HTTPException(
+            429, "too many failed sign-ins; try again later", headers={"Retry-After": str(wait)}
+        )
+    user = await db.scalar(select(User).where(User.email == body.email))
+    if not await verify_password(user.password_hash if user else None, body.password):
+        await throttle.record_failure(db, keys, now)
+        await db.commit()
+        raise HTTPException(401, "wrong email or password")
+    assert user is not None
+    await throttle.clear_failures(db, keys[0])
+    token = await open_session(db, services.codec, user, now, services.session_policy)
+    await db.commit()
+    return _signed_in(services, user, token, 200)
+
+
+@router.post("/logout", status_code=204, responses=error_responses(401, 403))
+async def logout(auth: Auth, services: ServicesDep, db: DbSession) -> Response:
+    """End this session; its cookie is refused from now on."""
+    await revoke_session(db, auth.session_id, services.clock.now())
+    await db.commit()
+    response = Response(status_code=204)
+    settings = services.settings
+    for name in (SESSION_COOKIE, CSRF_COOKIE):
+        response.delete_cookie(
+            name, path="/", secure=settings.cookie_secure, samesite=settings.cookie_samesite
+        )
+    return response
+
+
+@router.get("/me", response_model=SignedInOut, responses=error_responses(401))
+async def me(auth: Auth, services: ServicesDep) -> Response:
+    """The signed-in user."""
+    return json_response(
+        {**user_dict(auth.user), "csrf_token": services.codec.csrf_for(auth.token)}
+    )

@@ -1,0 +1,109 @@
+"""Chats: create, list, read with messages, rename or switch model, delete."""
+
+from __future__ import annotations
+
+import uuid
+
+from fastapi import APIRouter, HTTPException, Response
+
+from app.api.deps import Auth, DbSession, ServicesDep
+from app.api.json import json_response
+from app.api.pagination import Cursor, CursorQuery, LimitQuery
+from app.api.schemas.chats import ChatDetailOut, ChatIn, ChatOut, ChatPage, ChatPatch
+from app.api.schemas.common import error_responses
+from app.chat import store, views
+from app.db.models import Chat
+from app.services import Services
+
+router = APIRouter(prefix="/api/chats", tags=["chats"])
+
+
+def _usable_model(services: Services, model_id: str | None) -> str:
+    """The model id a chat may use, or a 422 that says why not."""
+    registry = services.registry
+    if model_id is None:
+        default = registry.default_model()
+        if default is None:
+            raise HTTPException(422, "no model is available; configure a provider")
+        return default.id
+    model = registry.get(model_id)
+    if model is None:
+        raise HTTPException(422, f"unknown model {model_id!r}; see GET /api/models")
+    if not registry.is_available(model):
+        reason = (
+            f"set {model.provider.api_key_env}"
+            if model.provider.api_key_env and registry.api_key(model.provider) is None
+            else "its server does not answer"
+        )
+        raise HTTPException(422, f"model {model_id!r} is not available ({reason})")
+    return model.id
+
+
+@router.post("", status_code=201, response_model=ChatOut, responses=error_responses(401, 403))
+async def create_chat(body: ChatIn, auth: Auth, services: ServicesDep, db: DbSession) -> Response:
+    """Start a new chat."""
+    now = services.clock.now()
+    chat = Chat(
+        user_id=auth.user.id,
+        title=body.title,
+        model=_usable_model(services, body.model),
+        created_at=now,
+        updated_at=now,
+    )
+    db.add(chat)
+    await db.commit()
+    return json_response(views.chat(chat), 201)
+
+
+@router.get("", response_model=ChatPage, responses=error_responses(401))
+async def list_chats(
+    auth: Auth, db: DbSession, limit: LimitQuery = 50, cursor: CursorQuery = None
+) -> Response:
+    """The user's chats, newest activity first."""
+    after = Cursor.decode(cursor) if cursor else None
+    chats, next_cursor = await store.list_chats(db, auth.user.id, limit, after)
+    return json_response(
+        {
+            "items": [views.chat(chat) for chat in chats],
+            "next_cursor": next_cursor.encode() if next_cursor else None,
+        }
+    )
+
+
+@router.get("/{chat_id}", response_model=ChatDetailOut, responses=error_responses(401, 404))
+async def get_chat(chat_id: uuid.UUID, auth: Auth, db: DbSession) -> Response:
+    """A chat with its messages in order."""
+    detail = await store.chat_detail(db, auth.user.id, chat_id)
+    if detail is None:
+        raise HTTPException(404, "chat not found")
+    return json_response(detail)
+
+
+@router.patch("/{chat_id}", response_model=ChatOut, responses=error_responses(401, 403, 404))
+async def update_chat(
+    chat_id: uuid.UUID, body: ChatPatch, auth: Auth, services: ServicesDep, db: DbSession
+) -> Response:
+    """Rename a chat or switch its model."""
+    chat = await store.get_chat(db, auth.user.id, chat_id)
+    if chat is None:
+        raise HTTPException(404, "chat not found")
+    fields = body.model_fields_set
+    if "model" in fields:
+        if body.model is None:
+            raise HTTPException(422, "model cannot be null")
+        chat.model = _usable_model(services, body.model)
+    if "title" in fields:
+        chat.title = body.title
+    if fields:
+        store.touch(chat, services.clock.now())
+    await db.commit()
+    return json_response(views.chat(chat))
+
+
+@router.delete("/{chat_id}", status_code=204, responses=error_responses(401, 403, 404))
+async def delete_chat(chat_id: uuid.UUID, auth: Auth, db: DbSession) -> Response:
+    """Delete a chat with its messages, tool calls and activations."""
+    if not await store.delete_chat(db, auth.user.id, chat_id):
+        raise HTTPException(404, "chat not found")
+    await db.commit()
+    return Response(status_code=204)

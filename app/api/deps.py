@@ -1,0 +1,53 @@
+"""Dependencies every route shares: the services, a database session, the signed-in user.
+
+Authentication and the CSRF check are one dependency, so a route that needs a user can't
+forget the CSRF check on a state-changing method.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Annotated
+
+from fastapi import Depends, HTTPException, Request
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.auth.sessions import Authenticated, resolve_session
+from app.auth.tokens import CSRF_COOKIE, CSRF_HEADER, SESSION_COOKIE
+from app.services import Services
+
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+def get_services(request: Request) -> Services:
+    return request.app.state.services
+
+
+ServicesDep = Annotated[Services, Depends(get_services)]
+
+
+async def get_db(services: ServicesDep) -> AsyncIterator[AsyncSession]:
+    async with services.sessions() as session:
+        yield session
+
+
+DbSession = Annotated[AsyncSession, Depends(get_db)]
+
+
+async def require_auth(request: Request, services: ServicesDep, db: DbSession) -> Authenticated:
+    cookie = request.cookies.get(SESSION_COOKIE)
+    if not cookie:
+        raise HTTPException(401, "not signed in")
+    auth = await resolve_session(
+        db, services.codec, cookie, services.clock.now(), services.session_policy
+    )
+    if auth is None:
+        raise HTTPException(401, "session expired or signed out; sign in again")
+    if request.method not in SAFE_METHODS and not services.codec.csrf_ok(
+        auth.token, request.headers.get(CSRF_HEADER), request.cookies.get(CSRF_COOKIE)
+    ):
+        raise HTTPException(403, f"missing or wrong {CSRF_HEADER} header")
+    return auth
+
+
+Auth = Annotated[Authenticated, Depends(require_auth)]

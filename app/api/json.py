@@ -1,0 +1,27 @@
+"""JSON responses serialised with orjson.
+
+Hot read routes build plain dicts and answer through `json_response`, skipping a second pass
+of pydantic validation; their `response_model` still documents (and tests still check) the shape.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from fastapi.responses import JSONResponse
+
+
+def dumps(content: Any) -> bytes:
+    return orjson.dumps(content, option=orjson.OPT_UTC_Z | orjson.OPT_NON_STR_KEYS)
+
+
+class OrjsonResponse(JSONResponse):
+    media_type = "application/json"
+
+    def render(self, content: Any) -> bytes:
+        return dumps(content)
+
+
+def json_response(content: Any, status_code: int = 200) -> OrjsonResponse:
+    return OrjsonResponse(content, status_code=status_code)

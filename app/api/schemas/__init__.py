@@ -1,0 +1,1 @@
+"""Request and response bodies of the public API (API.md), one module per resource."""

@@ -1,0 +1,1 @@
+"""Authentication: password hashing, signed session tokens, CSRF, login throttling."""

@@ -1,0 +1,144 @@
+"""Chat queries, each scoped to its user inside the query itself.
+
+"Chat X of user U" is one WHERE clause, never "chat X" followed by a comparison, so a route
+can't leak another user's chat by forgetting a check. Reads for the API select plain columns
+rather than ORM entities: a chat of hundreds of messages is a handful of queries and no
+identity-map work.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import defaultdict
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import and_, delete, or_, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.api.pagination import Cursor
+from app.chat import views
+from app.db.models import Chat, ChatLlmTool, Message, Upload
+
+_MESSAGE_COLUMNS = (
+    Message.id,
+    Message.chat_id,
+    Message.role,
+    Message.content,
+    Message.reasoning,
+    Message.status,
+    Message.error,
+    Message.model,
+    Message.created_at,
+    Message.input_tokens,
+    Message.output_tokens,
+    Message.cache_read_tokens,
+    Message.cache_write_tokens,
+    Message.meta,
+)
+_TOOL_COLUMNS = (
+    ChatLlmTool.id,
+    ChatLlmTool.message_id,
+    ChatLlmTool.tool_call_id,
+    ChatLlmTool.name,
+    ChatLlmTool.arguments,
+    ChatLlmTool.status,
+    ChatLlmTool.result,
+    ChatLlmTool.preview_old,
+    ChatLlmTool.preview_new,
+)
+_UPLOAD_COLUMNS = (
+    Upload.id,
+    Upload.filename,
+    Upload.mime,
+    Upload.size,
+    Upload.sha256,
+    Upload.stored_path,
+    Upload.created_at,
+)
+
+
+async def get_chat(db: AsyncSession, user_id: uuid.UUID, chat_id: uuid.UUID) -> Chat | None:
+    return await db.scalar(select(Chat).where(Chat.id == chat_id, Chat.user_id == user_id))
+
+
+async def list_chats(
+    db: AsyncSession, user_id: uuid.UUID, limit: int, cursor: Cursor | None
+) -> tuple[list[Chat], Cursor | None]:
+    """One page, newest activity first, and the cursor of the next page (None at the end)."""
+    query = select(Chat).where(Chat.user_id == user_id)
+    if cursor is not None:
+        query = query.where(
+            or_(
+                Chat.updated_at < cursor.at,
+                and_(Chat.updated_at == cursor.at, Chat.id < cursor.id),
+            )
+        )
+    query = query.order_by(Chat.updated_at.desc(), Chat.id.desc()).limit(limit + 1)
+    chats = list((await db.scalars(query)).all())
+    if len(chats) <= limit:
+        return chats, None
+    last = chats[limit - 1]
+    return chats[:limit], Cursor(last.updated_at, last.id)
+
+
+async def delete_chat(db: AsyncSession, user_id: uuid.UUID, chat_id: uuid.UUID) -> bool:
+    result = await db.execute(delete(Chat).where(Chat.id == chat_id, Chat.user_id == user_id))
+    return bool(result.rowcount)
+
+
+async def chat_detail(
+    db: AsyncSession, user_id: uuid.UUID, chat_id: uuid.UUID
+) -> dict[str, Any] | None:
+    """The chat with messages, tool calls and attachments as JSON-ready dicts; None if not theirs."""
+    chat = (
+        await db.execute(
+            select(Chat.id, Chat.title, Chat.model, Chat.created_at, Chat.updated_at).where(
+                Chat.id == chat_id, Chat.user_id == user_id
+            )
+        )
+    ).one_or_none()
+    if chat is None:
+        return None
+    messages = (
+        await db.execute(
+            select(*_MESSAGE_COLUMNS).where(Message.chat_id == chat_id).order_by(Message.id)
+        )
+    ).all()
+    tools = (
+        await db.execute(
+            select(*_TOOL_COLUMNS).where(ChatLlmTool.chat_id == chat_id).order_by(ChatLlmTool.id)
+        )
+    ).all()
+    tools_by_message: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for tool in tools:
+        tools_by_message[tool.message_id].append(views.tool_call(tool))
+
+    attachment_ids = {
+        uuid.UUID(str(upload_id))
+        for message in messages
+        for upload_id in (message.meta or {}).get("attachments", ())
+    }
+    uploads: dict[str, dict[str, Any]] = {}
+    if attachment_ids:
+        rows = (
+            await db.execute(
+                select(*_UPLOAD_COLUMNS).where(
+                    Upload.user_id == user_id, Upload.id.in_(attachment_ids)
+                )
+            )
+        ).all()
+        uploads = {str(row.id): views.upload(row) for row in rows}
+
+    return {
+        **views.chat(chat),
+        "messages": [
+            views.message(message, tools_by_message.get(message.id, []), uploads)
+            for message in messages
+        ],
+        "summaries": [],
+    }
+
+
+def touch(chat: Chat, now: datetime) -> None:
+    chat.updated_at = now

@@ -1,0 +1,114 @@
+"""The `hearth` command: serve, migrate, and manage users.
+
+`serve` upgrades the schema first (unless HEARTH_AUTO_MIGRATE=0) so that one command brings a
+fresh checkout up; `users create` is the only way to make an administrator.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from sqlalchemy import select
+
+from app.config_errors import ConfigError
+from app.db.engine import create_engine, session_factory
+from app.db.migrate import upgrade
+from app.settings import Settings
+
+
+async def _migrate(settings: Settings) -> None:
+    engine = create_engine(settings.database_url)
+    try:
+        await upgrade(engine)
+    finally:
+        await engine.dispose()
+
+
+async def _create_user(
+    settings: Settings, email: str, password: str, admin: bool, display_name: str | None
+) -> str:
+    from pydantic import ValidationError
+
+    from app.api.schemas.users import RegisterIn
+    from app.auth.passwords import hash_password
+    from app.clock import Clock
+    from app.db.models import User
+
+    try:
+        body = RegisterIn(email=email, password=password, display_name=display_name)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise SystemExit(f"hearth users create: {problems}") from exc
+    engine = create_engine(settings.database_url)
+    try:
+        async with session_factory(engine)() as db:
+            if await db.scalar(select(User.id).where(User.email == body.email)) is not None:
+                raise SystemExit(f"hearth users create: {body.email} exists already")
+            user = User(
+                email=body.email,
+                password_hash=await hash_password(body.password),
+                display_name=body.display_name or body.email.split("@", 1)[0],
+                is_admin=admin,
+                created_at=Clock().now(),
+            )
+            db.add(user)
+            await db.commit()
+            return str(user.id)
+    finally:
+        await engine.dispose()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="hearth", description="hearth chat backend")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    serve = commands.add_parser("serve", help="upgrade the schema and serve HTTP")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--workers", type=int, default=1)
+
+    commands.add_parser("migrate", help="upgrade the database schema to head and exit")
+
+    users = commands.add_parser("users", help="manage users")
+    user_commands = users.add_subparsers(dest="users_command", required=True)
+    create = user_commands.add_parser("create", help="create a user")
+    create.add_argument("--email", required=True)
+    create.add_argument("--password", required=True)
+    create.add_argument("--display-name")
+    create.add_argument("--admin", action="store_true")
+
+    args = parser.parse_args(argv)
+    try:
+        settings = Settings()
+        if args.command == "migrate":
+            asyncio.run(_migrate(settings))
+            print("schema is at head")
+        elif args.command == "users":
+            user_id = asyncio.run(
+                _create_user(settings, args.email, args.password, args.admin, args.display_name)
+            )
+            print(f"created user {user_id}")
+        elif args.command == "serve":
+            _serve(settings, args.host, args.port, args.workers)
+    except ConfigError as exc:
+        sys.exit(f"hearth: configuration error: {exc}")
+
+
+def _serve(settings: Settings, host: str, port: int, workers: int) -> None:
+    import uvicorn
+
+    from app.main import create_app
+
+    if settings.auto_migrate:
+        asyncio.run(_migrate(settings))
+    settings.signing_key  # noqa: B018  (create the secret once, before workers race for it)
+    if workers > 1:
+        uvicorn.run("app.main:app", host=host, port=port, workers=workers, proxy_headers=True)
+    else:
+        uvicorn.run(create_app(settings), host=host, port=port, proxy_headers=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Database access: the async engine, sessions, and the models."""

@@ -1,0 +1,18 @@
+"""All tables, imported together so `Base.metadata` is complete for Alembic and the app."""
+
+from app.db.models.chats import ActivatedTool, Chat, ChatLlmTool, Message
+from app.db.models.llm import LlmRequest
+from app.db.models.uploads import Upload
+from app.db.models.users import AuthSession, LoginFailure, User
+
+__all__ = [
+    "ActivatedTool",
+    "AuthSession",
+    "Chat",
+    "ChatLlmTool",
+    "LlmRequest",
+    "LoginFailure",
+    "Message",
+    "Upload",
+    "User",
+]

@@ -1,0 +1,100 @@
+"""A chat and everything that lives and dies with it: messages, tool calls, activations.
+
+Message and tool-call ids are global integers that grow with time (SQLite keeps them monotonic
+through AUTOINCREMENT, PostgreSQL through an identity sequence), so "after message N" is a
+comparison, which the message builder and activation anchors rely on. Every child row cascades
+from its chat, in the database itself, so deleting a chat is one statement.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import ForeignKey, Index, Integer, String, Text, UniqueConstraint, Uuid
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.db.base import Base
+from app.db.types import BigId, JSONDoc, UTCDateTime
+
+
+class Chat(Base):
+    __tablename__ = "chats"
+    __table_args__ = (Index(None, "user_id", "updated_at", "id"),)
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    user_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    title: Mapped[str | None] = mapped_column(String(200), default=None)
+    model: Mapped[str] = mapped_column(String(300))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    """Last activity: creation, a change to the chat, or a message stored in it."""
+
+
+class Message(Base):
+    __tablename__ = "messages"
+    __table_args__ = (Index(None, "chat_id", "id"), {"sqlite_autoincrement": True})
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    chat_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("chats.id", ondelete="CASCADE"))
+    role: Mapped[str] = mapped_column(String(16))
+    """`user` or `assistant`."""
+    content: Mapped[str] = mapped_column(Text, default="")
+    reasoning: Mapped[str | None] = mapped_column(Text, default=None)
+    status: Mapped[str] = mapped_column(String(16), default="ok")
+    """`streaming`, `ok`, `failed`, `cancelled` or `incomplete`."""
+    error: Mapped[str | None] = mapped_column(Text, default=None)
+    model: Mapped[str | None] = mapped_column(String(300), default=None)
+    provider_details: Mapped[dict[str, Any] | None] = mapped_column(JSONDoc, default=None)
+    """What replaying the round needs: thinking signatures, reasoning content, response ids."""
+    input_tokens: Mapped[int | None] = mapped_column(Integer, default=None)
+    output_tokens: Mapped[int | None] = mapped_column(Integer, default=None)
+    cache_read_tokens: Mapped[int | None] = mapped_column(Integer, default=None)
+    cache_write_tokens: Mapped[int | None] = mapped_column(Integer, default=None)
+    meta: Mapped[dict[str, Any]] = mapped_column("metadata", JSONDoc, default=dict)
+    """Attachments (`{"attachments": [upload_id, ...]}`) and other per-message facts."""
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class ChatLlmTool(Base):
+    __tablename__ = "chat_llm_tools"
+    __table_args__ = (
+        Index(None, "message_id", "id"),
+        Index(None, "chat_id", "tool_call_id"),
+        {"sqlite_autoincrement": True},
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    chat_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("chats.id", ondelete="CASCADE"))
+    message_id: Mapped[int] = mapped_column(ForeignKey("messages.id", ondelete="CASCADE"))
+    """The assistant message (model round) that made the call."""
+    tool_call_id: Mapped[str] = mapped_column(String(200))
+    """Exactly as the model sent it; replayed to the provider unchanged."""
+    name: Mapped[str] = mapped_column(String(200))
+    arguments: Mapped[Any] = mapped_column(JSONDoc, default=dict)
+    result: Mapped[str | None] = mapped_column(Text, default=None)
+    result_type: Mapped[str | None] = mapped_column(String(32), default=None)
+    status: Mapped[str] = mapped_column(String(16), default="running")
+    """`running`, `pending`, `done`, `failed`, `cancelled` or `rejected`."""
+    preview_old: Mapped[str | None] = mapped_column(Text, default=None)
+    preview_new: Mapped[str | None] = mapped_column(Text, default=None)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class ActivatedTool(Base):
+    __tablename__ = "activated_tools"
+    __table_args__ = (UniqueConstraint("chat_id", "kind", "ref"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    chat_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("chats.id", ondelete="CASCADE"))
+    message_id: Mapped[int] = mapped_column(
+        ForeignKey("messages.id", ondelete="CASCADE"), index=True
+    )
+    """The assistant message whose tool call activated the group (its anchor)."""
+    kind: Mapped[str] = mapped_column(String(16))
+    """`builtin` or `mcp`."""
+    ref: Mapped[str] = mapped_column(String(200))
+    """The group's name."""
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)

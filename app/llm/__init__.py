@@ -1,0 +1,1 @@
+"""Models: the providers file, the model registry, and (later) model factories."""

@@ -1,0 +1,107 @@
+"""The providers file (`config/providers.yaml`): its schema and its loading.
+
+Parsing is strict (unknown keys, kinds and capabilities are errors) because a typo in this
+file should stop start-up with a message naming the entry, not quietly drop a model.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from app.config_errors import ConfigError, describe_validation
+
+ProviderKind = Literal[
+    "anthropic", "openai", "moonshot", "lmstudio", "ollama", "openrouter", "demo"
+]
+Capability = Literal["vision", "video", "document", "tool_search"]
+DtlMode = Literal["none", "anthropic_tool_reference", "kimi_system_tools"]
+
+DEFAULT_BASE_URLS: dict[str, str] = {
+    "lmstudio": "http://127.0.0.1:1234/v1",
+    "ollama": "http://127.0.0.1:11434/v1",
+    "openrouter": "https://openrouter.ai/api/v1",
+    "moonshot": "https://api.moonshot.ai/v1",
+}
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ModelConfig(_Strict):
+    id: str = Field(min_length=1, max_length=200)
+    name: str | None = None
+    capabilities: list[Capability] = Field(default_factory=list)
+    context_window: int = Field(default=128_000, gt=0)
+    max_output_tokens: int = Field(default=8192, gt=0)
+    compact_threshold: float | None = Field(default=None, gt=0, le=1)
+    """This model's own share of its context window that triggers a summary."""
+
+
+class EnrichRule(_Strict):
+    match: str = Field(min_length=1)
+    add_capabilities: list[Capability] = Field(default_factory=list)
+
+
+class ProviderConfig(_Strict):
+    id: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.-]+$")
+    kind: ProviderKind
+    base_url: str | None = None
+    api_key_env: str | None = None
+    dtl: DtlMode | None = None
+    models: list[ModelConfig] = Field(min_length=1)
+    enrich: list[EnrichRule] = Field(default_factory=list)
+
+    @field_validator("models")
+    @classmethod
+    def _unique_model_ids(cls, models: list[ModelConfig]) -> list[ModelConfig]:
+        seen: set[str] = set()
+        for model in models:
+            if model.id in seen:
+                raise ValueError(f"model id {model.id!r} appears twice")
+            seen.add(model.id)
+        return models
+
+
+class ProvidersFile(_Strict):
+    providers: list[ProviderConfig] = Field(min_length=1)
+
+    @field_validator("providers")
+    @classmethod
+    def _unique_provider_ids(cls, providers: list[ProviderConfig]) -> list[ProviderConfig]:
+        seen: set[str] = set()
+        for provider in providers:
+            if provider.id in seen:
+                raise ValueError(f"provider id {provider.id!r} appears twice")
+            seen.add(provider.id)
+        return providers
+
+
+def read_yaml(path: Path) -> object:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML ({exc})") from exc
+
+
+def load_providers(path: Path) -> ProvidersFile:
+    raw = read_yaml(path)
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: expected a mapping with a 'providers' list")
+    items = raw.get("providers")
+    labels = [
+        f"provider {item.get('id')!r}" if isinstance(item, dict) and item.get("id") else ""
+        for item in (items if isinstance(items, list) else [])
+    ]
+    try:
+        return ProvidersFile.model_validate(raw)
+    except ValidationError as exc:
+        raise describe_validation(path, exc, labels) from exc

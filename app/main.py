@@ -1,0 +1,93 @@
+"""The application factory.
+
+`create_app()` wires settings, the database engine, the model registry and the routers; it
+never touches the schema (that is `hearth migrate`, or `hearth serve` before it starts), so
+building an app is cheap and side-effect free apart from the secret key file on first run.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI, Request
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.responses import JSONResponse
+
+from app.api import auth, chats, health, models
+from app.api.json import OrjsonResponse
+from app.api.limits import BodyLimitMiddleware
+from app.auth.tokens import CSRF_HEADER, TokenCodec
+from app.clock import Clock
+from app.db.engine import create_engine, session_factory
+from app.llm.probe import probe_local_providers
+from app.llm.registry import ModelRegistry
+from app.services import Services
+from app.settings import Settings
+
+log = logging.getLogger("hearth")
+
+
+def build_services(settings: Settings, clock: Clock | None = None) -> Services:
+    engine = create_engine(settings.database_url)
+    return Services(
+        settings=settings,
+        engine=engine,
+        sessions=session_factory(engine),
+        codec=TokenCodec(settings.signing_key),
+        registry=ModelRegistry.from_file(settings.providers_file),
+        clock=clock or Clock(),
+    )
+
+
+def create_app(settings: Settings | None = None, *, clock: Clock | None = None) -> FastAPI:
+    settings = settings or Settings()
+    services = build_services(settings, clock)
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        probe = probe_local_providers(services.registry)
+        try:
+            yield
+        finally:
+            probe.cancel()
+            await services.engine.dispose()
+
+    app = FastAPI(
+        title="hearth",
+        version="0.1.0",
+        summary="A chat backend for LLM agents.",
+        default_response_class=OrjsonResponse,
+        lifespan=lifespan,
+    )
+    app.state.services = services
+
+    for router in (health.router, auth.router, models.router, chats.router):
+        app.include_router(router)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        return JSONResponse({"detail": "internal error"}, status_code=500)
+
+    app.add_middleware(BodyLimitMiddleware, exempt=("/api/uploads",))
+    if settings.allowed_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.allowed_origins,
+            allow_credentials=True,
+            allow_methods=["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"],
+            allow_headers=["Content-Type", CSRF_HEADER],
+        )
+    return app
+
+
+def __getattr__(name: str) -> FastAPI:
+    # `app.main:app` for uvicorn and other ASGI servers, built on first access only, so that
+    # importing this module (tests, the CLI) never reads the environment by accident.
+    if name == "app":
+        application = create_app()
+        globals()["app"] = application
+        return application
+    raise AttributeError(name)

@@ -1,0 +1,100 @@
+"""Settings, read once from `HEARTH_*` environment variables (and `.env`).
+
+Every default is an embedded one, so a bare `hearth serve` runs with no configuration at all:
+SQLite and files under `./var`, a secret key generated on first start and kept beside the data.
+The table in API.md is the contract; each field here is one row of it.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from functools import cached_property
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """hearth's configuration; see the settings table in API.md."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="HEARTH_", env_file=".env", extra="ignore", frozen=True
+    )
+
+    database_url: str = "sqlite+aiosqlite:///./var/hearth.db"
+    data_dir: Path = Path("./var/data")
+    secret_key: SecretStr | None = None
+    providers_file: Path = Path("config/providers.yaml")
+    mcp_file: Path = Path("config/mcp.yaml")
+    allow_registration: bool = True
+    cookie_secure: bool = False
+    cookie_samesite: Literal["lax", "strict", "none"] = "lax"
+    allowed_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    max_upload_bytes: int = Field(default=268_435_456, gt=0)
+    auto_migrate: bool = True
+    session_idle_days: float = Field(default=7, gt=0)
+    session_max_days: float = Field(default=30, gt=0)
+    login_max_failures: int = Field(default=5, ge=1)
+    max_rounds: int = Field(default=25, ge=1)
+    turn_lease_seconds: int = Field(default=30, ge=1)
+    compact_threshold: float = Field(default=0.6, gt=0, le=1)
+    compact_keep: int = Field(default=10, ge=1)
+    search_budget: int = Field(default=5, ge=0)
+    summary_model: str = ""
+    title_model: str = ""
+
+    @field_validator("allowed_origins", mode="before")
+    @classmethod
+    def _split_origins(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [part.strip().rstrip("/") for part in value.split(",") if part.strip()]
+        return value
+
+    @field_validator("cookie_samesite", mode="before")
+    @classmethod
+    def _lower_samesite(cls, value: object) -> object:
+        return value.lower() if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _samesite_none_needs_secure(self) -> Settings:
+        if self.cookie_samesite == "none" and not self.cookie_secure:
+            raise ValueError("HEARTH_COOKIE_SAMESITE=none needs HEARTH_COOKIE_SECURE=true")
+        return self
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.database_url.startswith("sqlite")
+
+    @cached_property
+    def signing_key(self) -> str:
+        """The key that signs cookies: the configured one, or one generated once on disk."""
+        if self.secret_key is not None:
+            return self.secret_key.get_secret_value()
+        return load_or_create_secret(self.data_dir / "secret_key")
+
+
+def load_or_create_secret(path: Path) -> str:
+    """Read the secret at `path`, creating it (mode 0600) exactly once if it is missing.
+
+    `O_EXCL` makes creation atomic, so several workers starting together agree on one key.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        key = path.read_text().strip()
+        if key:
+            return key
+        # A concurrent creator has not written yet; its write is one small syscall.
+        for _ in range(50):
+            key = path.read_text().strip()
+            if key:
+                return key
+        raise RuntimeError(f"{path} is empty; remove it or set HEARTH_SECRET_KEY") from None
+    key = secrets.token_urlsafe(48)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(key + "\n")
+    return key

@@ -12,14 +12,17 @@ class Clock:
         return datetime.now(UTC)
 
 
-class FrozenClock(Clock):
-    """A clock that moves only when told to (tests, benchmarks)."""
+class ShiftedClock(Clock):
+    """Wall-clock time moved by an offset that tests control (idle expiry, throttle windows)."""
 
-    def __init__(self, start: datetime | None = None) -> None:
-        self._now = start or datetime.now(UTC)
+    def __init__(self) -> None:
+        self.offset = timedelta()
 
     def now(self) -> datetime:
-        return self._now
+        return datetime.now(UTC) + self.offset
 
     def advance(self, **delta: float) -> None:
-        self._now += timedelta(**delta)
+        self.offset += timedelta(**delta)
+
+    def reset(self) -> None:
+        self.offset = timedelta()

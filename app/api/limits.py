@@ -3,7 +3,9 @@
 JSON routes never need more than a few megabytes; without a ceiling one careless or hostile
 client could make the server buffer gigabytes. Uploads have their own, larger limit and stream
 to disk, so their path is exempt here. A declared `Content-Length` over the ceiling is refused
-before reading; a chunked body is counted as it streams.
+before it reaches the app; a chunked body is counted as it streams. Either way the rest of
+the body (up to `DRAIN_LIMIT`) is read and dropped before the 413 goes out, so an ordinary
+HTTP client, which sends its whole body before reading, sees the answer instead of a reset.
 """
 
 from __future__ import annotations
@@ -13,10 +15,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from app.api.json import dumps
 
 DEFAULT_MAX_BODY = 4 * 1024 * 1024
-
-
-class BodyTooLarge(Exception):
-    pass
+DRAIN_LIMIT = 64 * 1024 * 1024
 
 
 class BodyLimitMiddleware:
@@ -39,34 +38,50 @@ class BodyLimitMiddleware:
                     await _refuse(send, 400, "invalid Content-Length")
                     return
                 if declared > self.max_body:
+                    await _drain(receive, declared <= DRAIN_LIMIT)
                     await _refuse(send, 413, self._message())
                     return
         received = 0
-        started = False
+        too_large = False
 
         async def counting_receive() -> Message:
-            nonlocal received
+            # Past the ceiling the app is told the body ended; whatever it answers to that
+            # truncated body is replaced by the 413 below.
+            nonlocal received, too_large
+            if too_large:
+                return {"type": "http.request", "body": b"", "more_body": False}
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > self.max_body:
-                    raise BodyTooLarge
+                    too_large = True
+                    if message.get("more_body", False):
+                        await _drain(receive, True)
+                    return {"type": "http.request", "body": b"", "more_body": False}
             return message
 
-        async def tracking_send(message: Message) -> None:
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
-            await send(message)
-
-        try:
-            await self.app(scope, counting_receive, tracking_send)
-        except BodyTooLarge:
-            if not started:
+        async def guarded_send(message: Message) -> None:
+            if not too_large:
+                await send(message)
+            elif message["type"] == "http.response.start":
                 await _refuse(send, 413, self._message())
+
+        await self.app(scope, counting_receive, guarded_send)
 
     def _message(self) -> str:
         return f"request body over {self.max_body} bytes"
+
+
+async def _drain(receive: Receive, wanted: bool) -> None:
+    """Read and drop what is left of the body, up to DRAIN_LIMIT bytes."""
+    drained = 0
+    while wanted and drained <= DRAIN_LIMIT:
+        message = await receive()
+        if message["type"] != "http.request":
+            return
+        drained += len(message.get("body", b""))
+        if not message.get("more_body", False):
+            return
 
 
 async def _refuse(send: Send, status: int, detail: str) -> None:

@@ -90,7 +90,7 @@ async def delete_chat(db: AsyncSession, user_id: uuid.UUID, chat_id: uuid.UUID) 
 async def chat_detail(
     db: AsyncSession, user_id: uuid.UUID, chat_id: uuid.UUID
 ) -> dict[str, Any] | None:
-    """The chat with messages, tool calls and attachments as JSON-ready dicts; None if not theirs."""
+    """The chat with messages, tool calls and uploads as JSON-ready dicts; None if not theirs."""
     chat = (
         await db.execute(
             select(Chat.id, Chat.title, Chat.model, Chat.created_at, Chat.updated_at).where(

@@ -1,0 +1,134 @@
+"""Fixtures: every API test runs against SQLite and against PostgreSQL, over real HTTP.
+
+`backend` is a session-scoped parameter, so pytest runs the whole API suite once per database;
+each backend gets one migrated database and one live uvicorn server, and tables are emptied
+between tests.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+
+import httpx
+import pytest
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.clock import ShiftedClock
+from app.db.base import Base
+from app.db.engine import create_engine
+from app.db.migrate import upgrade
+from app.main import create_app
+from app.services import Services
+from app.settings import Settings
+from tests.support import ROOT, Client, fresh_database, live_server
+
+BACKENDS = ["sqlite", "postgresql"]
+
+
+@pytest.fixture(scope="session", params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+@pytest.fixture(scope="session")
+async def database_url(backend: str, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[str]:
+    async with fresh_database(backend, tmp_path_factory.mktemp(backend)) as url:
+        engine = create_engine(url)
+        await upgrade(engine)
+        await engine.dispose()
+        yield url
+
+
+@pytest.fixture(scope="session")
+def settings(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Settings:
+    return Settings(
+        _env_file=None,
+        database_url=database_url,
+        data_dir=tmp_path_factory.mktemp("data"),
+        secret_key="test-secret-key-" + secrets.token_hex(8),
+        providers_file=ROOT / "config" / "providers.yaml",
+        mcp_file=ROOT / "config" / "mcp.yaml",
+    )
+
+
+@pytest.fixture(scope="session")
+def clock() -> ShiftedClock:
+    return ShiftedClock()
+
+
+@pytest.fixture(scope="session")
+async def server(settings: Settings, clock: ShiftedClock) -> AsyncIterator[tuple[str, Services]]:
+    app = create_app(settings, clock=clock)
+    async with live_server(app) as base_url:
+        yield base_url, app.state.services
+
+
+@pytest.fixture
+async def services(server: tuple[str, Services], clock: ShiftedClock) -> AsyncIterator[Services]:
+    _, services = server
+    original = services.settings
+    yield services
+    services.settings = original
+    clock.reset()
+    await _empty_tables(services.engine)
+
+
+async def _empty_tables(engine: AsyncEngine) -> None:
+    tables = [table.name for table in reversed(Base.metadata.sorted_tables)]
+    async with engine.begin() as connection:
+        if engine.dialect.name == "postgresql":
+            await connection.execute(text(f"TRUNCATE {', '.join(tables)} CASCADE"))
+        else:
+            for table in tables:
+                await connection.execute(text(f"DELETE FROM {table}"))
+
+
+@pytest.fixture
+def engine(services: Services) -> AsyncEngine:
+    return services.engine
+
+
+@pytest.fixture
+async def anon(server: tuple[str, Services], services: Services) -> AsyncIterator[Client]:
+    """A client with no session."""
+    base_url, _ = server
+    async with httpx.AsyncClient(base_url=base_url, timeout=30) as http:
+        yield Client(http)
+
+
+NewUser = Callable[..., Awaitable[Client]]
+
+
+@pytest.fixture
+async def new_user(server: tuple[str, Services], services: Services) -> AsyncIterator[NewUser]:
+    """Registers a fresh user and returns a signed-in client for it."""
+    base_url, _ = server
+    opened: list[httpx.AsyncClient] = []
+
+    async def make(email: str | None = None, password: str = "correct horse") -> Client:
+        http = httpx.AsyncClient(base_url=base_url, timeout=30)
+        opened.append(http)
+        email = email or f"user-{secrets.token_hex(4)}@example.com"
+        response = await http.post(
+            "/api/auth/register", json={"email": email, "password": password}
+        )
+        assert response.status_code == 201, response.text
+        return Client(http, user=response.json(), password=password)
+
+    yield make
+    for http in opened:
+        await http.aclose()
+
+
+@pytest.fixture
+async def user(new_user: NewUser) -> Client:
+    return await new_user()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if Path(str(item.fspath)).name.startswith("test_e2e"):
+            item.add_marker(pytest.mark.slow)

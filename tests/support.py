@@ -1,0 +1,131 @@
+"""Test helpers shared by the suites: databases per backend, a live server, signed-in clients.
+
+Every run gets databases of its own: a temporary SQLite file, and on PostgreSQL a freshly
+created database with a random name (dropped at the end), so concurrent runs never see each
+other. Under `CI=true` an unreachable PostgreSQL fails the run instead of skipping it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+import socket
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import httpx
+import pytest
+import uvicorn
+from fastapi import FastAPI
+from sqlalchemy.engine import make_url
+
+PG_ADMIN_URL = os.environ.get(
+    "HEARTH_TEST_PG_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/test"
+)
+IN_CI = os.environ.get("CI", "").lower() == "true"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _asyncpg_dsn(url: str) -> str:
+    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+async def pg_available() -> bool:
+    try:
+        connection = await asyncpg.connect(_asyncpg_dsn(PG_ADMIN_URL), timeout=5)
+    except (OSError, asyncpg.PostgresError, TimeoutError):
+        return False
+    await connection.close()
+    return True
+
+
+def skip_or_fail_without_pg() -> None:
+    message = f"PostgreSQL does not answer at {PG_ADMIN_URL}"
+    if IN_CI:
+        pytest.fail(message + " (mandatory under CI=true)", pytrace=False)
+    pytest.skip(message)
+
+
+@asynccontextmanager
+async def fresh_database(backend: str, tmp_dir: Path) -> AsyncIterator[str]:
+    """A new, empty database on `backend`; yields its SQLAlchemy async URL, drops it after."""
+    if backend == "sqlite":
+        yield f"sqlite+aiosqlite:///{tmp_dir / f'hearth-{uuid.uuid4().hex[:8]}.db'}"
+        return
+    if not await pg_available():
+        skip_or_fail_without_pg()
+    name = f"hearth_test_{os.getpid()}_{secrets.token_hex(4)}"
+    admin = await asyncpg.connect(_asyncpg_dsn(PG_ADMIN_URL))
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await admin.close()
+    try:
+        yield make_url(PG_ADMIN_URL).set(database=name).render_as_string(hide_password=False)
+    finally:
+        admin = await asyncpg.connect(_asyncpg_dsn(PG_ADMIN_URL))
+        try:
+            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        finally:
+            await admin.close()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@asynccontextmanager
+async def live_server(app: FastAPI) -> AsyncIterator[str]:
+    """Serve `app` with uvicorn on a loopback port in this event loop; yields its base URL."""
+    port = free_port()
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve())
+    while not server.started:
+        if task.done():
+            task.result()
+        await asyncio.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        await task
+
+
+@dataclass
+class Client:
+    """A browser-like API client: keeps cookies and sends the CSRF header like a frontend."""
+
+    http: httpx.AsyncClient
+    user: dict[str, Any] = field(default_factory=dict)
+    password: str = ""
+
+    @property
+    def csrf(self) -> str | None:
+        return self.http.cookies.get("hearth_csrf")
+
+    async def request(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
+        headers = dict(kwargs.pop("headers", None) or {})
+        if method.upper() not in ("GET", "HEAD", "OPTIONS") and self.csrf:
+            headers.setdefault("X-CSRF-Token", self.csrf)
+        return await self.http.request(method, url, headers=headers, **kwargs)
+
+    async def get(self, url: str, **kwargs: Any) -> httpx.Response:
+        return await self.request("GET", url, **kwargs)
+
+    async def post(self, url: str, **kwargs: Any) -> httpx.Response:
+        return await self.request("POST", url, **kwargs)
+
+    async def patch(self, url: str, **kwargs: Any) -> httpx.Response:
+        return await self.request("PATCH", url, **kwargs)
+
+    async def delete(self, url: str, **kwargs: Any) -> httpx.Response:
+        return await self.request("DELETE", url, **kwargs)

@@ -34,7 +34,9 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture(scope="session")
-async def database_url(backend: str, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[str]:
+async def database_url(
+    backend: str, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[str]:
     async with fresh_database(backend, tmp_path_factory.mktemp(backend)) as url:
         engine = create_engine(url)
         await upgrade(engine)

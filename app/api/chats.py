@@ -7,6 +7,7 @@ import uuid
 from fastapi import APIRouter, HTTPException, Response
 
 from app.api.deps import Auth, DbSession, ServicesDep
+from app.api.errors import unprocessable
 from app.api.json import json_response
 from app.api.pagination import Cursor, CursorQuery, LimitQuery
 from app.api.schemas.chats import ChatDetailOut, ChatIn, ChatOut, ChatPage, ChatPatch
@@ -19,23 +20,23 @@ router = APIRouter(prefix="/api/chats", tags=["chats"])
 
 
 def _usable_model(services: Services, model_id: str | None) -> str:
-    """The model id a chat may use, or a 422 that says why not."""
+    """The model id a chat may use, or a 422 on `body.model` that says why not."""
     registry = services.registry
     if model_id is None:
         default = registry.default_model()
         if default is None:
-            raise HTTPException(422, "no model is available; configure a provider")
+            raise unprocessable(("body", "model"), "no model is available; configure a provider")
         return default.id
     model = registry.get(model_id)
     if model is None:
-        raise HTTPException(422, f"unknown model {model_id!r}; see GET /api/models")
+        raise unprocessable(("body", "model"), f"unknown model {model_id!r}; see GET /api/models")
     if not registry.is_available(model):
         reason = (
             f"set {model.provider.api_key_env}"
             if model.provider.api_key_env and registry.api_key(model.provider) is None
             else "its server does not answer"
         )
-        raise HTTPException(422, f"model {model_id!r} is not available ({reason})")
+        raise unprocessable(("body", "model"), f"model {model_id!r} is not available ({reason})")
     return model.id
 
 
@@ -90,7 +91,7 @@ async def update_chat(
     fields = body.model_fields_set
     if "model" in fields:
         if body.model is None:
-            raise HTTPException(422, "model cannot be null")
+            raise unprocessable(("body", "model"), "model cannot be null")
         chat.model = _usable_model(services, body.model)
     if "title" in fields:
         chat.title = body.title

@@ -14,7 +14,9 @@ from datetime import datetime
 from typing import Annotated
 
 import orjson
-from fastapi import HTTPException, Query
+from fastapi import Query
+
+from app.api.errors import unprocessable
 
 LimitQuery = Annotated[int, Query(ge=1, le=200, description="Page size (at most 200)")]
 CursorQuery = Annotated[
@@ -41,4 +43,6 @@ class Cursor:
                 raise ValueError("naive timestamp")
             return cls(parsed, uuid.UUID(ident))
         except (ValueError, TypeError, UnicodeError, orjson.JSONDecodeError) as exc:
-            raise HTTPException(422, "cursor is not one this server issued") from exc
+            raise unprocessable(
+                ("query", "cursor"), "cursor is not one this server issued"
+            ) from exc

@@ -33,7 +33,9 @@ async def test_register_signs_in_and_me_answers(anon: Client) -> None:
     session_cookie = response.headers.get_list("set-cookie")
     session_line = next(line for line in session_cookie if line.startswith("hearth_session="))
     csrf_line = next(line for line in session_cookie if line.startswith("hearth_csrf="))
-    assert "HttpOnly" in session_line and "SameSite=lax" in session_line and "Path=/" in session_line
+    assert (
+        "HttpOnly" in session_line and "SameSite=lax" in session_line and "Path=/" in session_line
+    )
     assert "HttpOnly" not in csrf_line
 
     me = await anon.get("/api/auth/me")

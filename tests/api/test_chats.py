@@ -49,7 +49,9 @@ async def test_create_with_unknown_or_unavailable_model_is_422(
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     response = await user.post("/api/chats", json={"model": model})
     assert response.status_code == 422
-    assert fragment in response.json()["detail"]
+    [problem] = response.json()["detail"]
+    assert problem["loc"] == ["body", "model"]
+    assert fragment in problem["msg"]
 
 
 async def test_get_returns_chat_with_messages_in_order(user: Client, services: Services) -> None:

@@ -79,16 +79,16 @@ def interpolate(value: str, env: Mapping[str, str]) -> str:
         name = match["braced"] or match["bare"]
         op, arg = match["op"], match["arg"] or ""
         current = env.get(name)
-        # The colon forms treat an empty value like an unset one.
-        present = current is not None and (current != "" or not (op or "").startswith(":"))
+        if current == "" and (op or "").startswith(":"):
+            current = None  # the colon forms treat an empty value like an unset one
         if op in (":-", "-"):
-            return current if present and current is not None else arg
+            return arg if current is None else current
         if op in (":?", "?"):
-            if not present or current is None:
+            if current is None:
                 raise MissingVariable(f"{name}: {arg}")
             return current
         if op in (":+", "+"):
-            return arg if present else ""
+            return "" if current is None else arg
         return current or ""
 
     return _INTERPOLATION.sub(substitute, value)

@@ -15,10 +15,11 @@ from fastapi import FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 
-from app.api import auth, chats, health, models
+from app.api import auth, chats, health, messages, models
 from app.api.json import OrjsonResponse
 from app.api.limits import BodyLimitMiddleware
 from app.auth.tokens import CSRF_HEADER, TokenCodec
+from app.chat.supervisor import TurnSupervisor
 from app.clock import Clock
 from app.db.engine import create_engine, session_factory
 from app.llm.probe import probe_local_providers
@@ -44,13 +45,16 @@ def build_services(settings: Settings, clock: Clock | None = None) -> Services:
 def create_app(settings: Settings | None = None, *, clock: Clock | None = None) -> FastAPI:
     settings = settings or Settings()
     services = build_services(settings, clock)
+    services.turns = TurnSupervisor(services)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         probe = probe_local_providers(services.registry)
+        services.turns.start()
         try:
             yield
         finally:
+            await services.turns.close()
             probe.cancel()
             await services.engine.dispose()
 
@@ -63,7 +67,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
     )
     app.state.services = services
 
-    for router in (health.router, auth.router, models.router, chats.router):
+    for router in (health.router, auth.router, models.router, chats.router, messages.router):
         app.include_router(router)
 
     @app.exception_handler(Exception)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
@@ -15,6 +16,9 @@ from app.auth.tokens import TokenCodec
 from app.clock import Clock
 from app.llm.registry import ModelRegistry
 from app.settings import Settings
+
+if TYPE_CHECKING:
+    from app.chat.supervisor import TurnSupervisor
 
 
 @dataclass
@@ -25,6 +29,8 @@ class Services:
     codec: TokenCodec
     registry: ModelRegistry
     clock: Clock = field(default_factory=Clock)
+    turns: TurnSupervisor = field(init=False)
+    """The turns running in this process; attached by `create_app`."""
 
     @property
     def session_policy(self) -> SessionPolicy:

@@ -19,7 +19,7 @@ from app.services import Services
 router = APIRouter(prefix="/api/chats", tags=["chats"])
 
 
-def _usable_model(services: Services, model_id: str | None) -> str:
+def usable_model(services: Services, model_id: str | None) -> str:
     """The model id a chat may use, or a 422 on `body.model` that says why not."""
     registry = services.registry
     if model_id is None:
@@ -47,7 +47,7 @@ async def create_chat(body: ChatIn, auth: Auth, services: ServicesDep, db: DbSes
     chat = Chat(
         user_id=auth.user.id,
         title=body.title,
-        model=_usable_model(services, body.model),
+        model=usable_model(services, body.model),
         created_at=now,
         updated_at=now,
     )
@@ -92,7 +92,7 @@ async def update_chat(
     if "model" in fields:
         if body.model is None:
             raise unprocessable(("body", "model"), "model cannot be null")
-        chat.model = _usable_model(services, body.model)
+        chat.model = usable_model(services, body.model)
     if "title" in fields:
         chat.title = body.title
     if fields:
@@ -102,8 +102,13 @@ async def update_chat(
 
 
 @router.delete("/{chat_id}", status_code=204, responses=error_responses(401, 403, 404))
-async def delete_chat(chat_id: uuid.UUID, auth: Auth, db: DbSession) -> Response:
-    """Delete a chat with its messages, tool calls and activations."""
+async def delete_chat(
+    chat_id: uuid.UUID, auth: Auth, services: ServicesDep, db: DbSession
+) -> Response:
+    """Delete a chat with its messages, tool calls and activations (a running turn stops first)."""
+    if await store.get_chat(db, auth.user.id, chat_id) is None:
+        raise HTTPException(404, "chat not found")
+    await services.turns.stop_and_wait(chat_id, auth.user.id)
     if not await store.delete_chat(db, auth.user.id, chat_id):
         raise HTTPException(404, "chat not found")
     await db.commit()

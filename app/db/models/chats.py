@@ -12,8 +12,9 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ForeignKey, Index, Integer, String, Text, UniqueConstraint, Uuid
+from sqlalchemy import Boolean, ForeignKey, Index, Integer, String, Text, UniqueConstraint, Uuid
 from sqlalchemy.orm import Mapped, mapped_column
+from sqlalchemy.sql.expression import false
 
 from app.db.base import Base
 from app.db.types import BigId, JSONDoc, UTCDateTime
@@ -30,6 +31,14 @@ class Chat(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
     """Last activity: creation, a change to the chat, or a message stored in it."""
+    turn_owner: Mapped[str | None] = mapped_column(String(64), default=None)
+    """The id of the turn running in this chat, if one is (set together with its lease)."""
+    turn_lease_until: Mapped[datetime | None] = mapped_column(UTCDateTime, default=None)
+    """The running turn renews this; a turn whose process died lapses when it passes."""
+    turn_stop_requested: Mapped[bool] = mapped_column(
+        Boolean, default=False, server_default=false()
+    )
+    """Set by `/stop`; whichever process owns the turn sees it and cancels the turn."""
 
 
 class Message(Base):

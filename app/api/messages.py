@@ -1,0 +1,120 @@
+"""Sending a message (a streamed turn) and stopping the running turn."""
+
+from __future__ import annotations
+
+import uuid
+
+from fastapi import APIRouter, HTTPException
+from fastapi.responses import StreamingResponse
+from pydantic import BaseModel, Field
+from sqlalchemy import func, select
+
+from app.api.chats import usable_model
+from app.api.deps import Auth, DbSession, ServicesDep
+from app.api.errors import unprocessable
+from app.api.schemas.common import RequestBody, error_responses
+from app.chat import leases, store
+from app.chat.stream import STREAM_HEADERS
+from app.chat.turns import TurnPlan
+from app.db.models import Message, Upload
+
+router = APIRouter(prefix="/api/chats", tags=["messages"])
+
+TITLE_LENGTH = 80
+
+
+class MessageIn(RequestBody):
+    content: str = Field(default="", max_length=200_000)
+    attachments: list[uuid.UUID] = Field(default_factory=list, max_length=20)
+    model: str | None = Field(default=None, min_length=1, max_length=300)
+    """A model for this turn only; the chat's model otherwise."""
+
+
+class StopOut(BaseModel):
+    status: str
+
+
+def title_from(content: str) -> str | None:
+    first = next((line.strip() for line in content.splitlines() if line.strip()), "")
+    return first[:TITLE_LENGTH] or None
+
+
+STREAM_RESPONSE = {
+    200: {
+        "description": "The turn, as a Vercel AI SDK UI message stream (server-sent events)",
+        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+    }
+}
+
+
+@router.post(
+    "/{chat_id}/messages",
+    response_class=StreamingResponse,
+    responses={**STREAM_RESPONSE, **error_responses(401, 403, 404, 409)},
+)
+async def send_message(
+    chat_id: uuid.UUID, body: MessageIn, auth: Auth, services: ServicesDep, db: DbSession
+) -> StreamingResponse:
+    """Store the message and stream the model's turn that answers it."""
+    chat = await store.get_chat(db, auth.user.id, chat_id)
+    if chat is None:
+        raise HTTPException(404, "chat not found")
+    if not body.content.strip() and not body.attachments:
+        raise unprocessable(("body", "content"), "a message needs content or an attachment")
+    model = services.registry.get(usable_model(services, body.model or chat.model))
+    assert model is not None
+    attachments = list(dict.fromkeys(body.attachments))
+    if attachments:
+        owned = await db.scalar(
+            select(func.count())
+            .select_from(Upload)
+            .where(Upload.user_id == auth.user.id, Upload.id.in_(attachments))
+        )
+        if owned != len(attachments):
+            raise HTTPException(404, "upload not found")
+
+    now = services.clock.now()
+    owner = services.turns.new_owner()
+    if not await leases.acquire(db, chat_id, auth.user.id, owner, now, services.turns.lease):
+        raise HTTPException(409, "a turn is already running in this chat")
+    message = Message(
+        chat_id=chat_id,
+        role="user",
+        content=body.content,
+        status="ok",
+        meta={"attachments": [str(a) for a in attachments]} if attachments else {},
+        created_at=now,
+    )
+    db.add(message)
+    if chat.title is None:
+        chat.title = title_from(body.content)
+    chat.updated_at = now
+    await db.commit()
+
+    turn = services.turns.launch(
+        TurnPlan(
+            owner=owner,
+            user_id=auth.user.id,
+            chat_id=chat_id,
+            user_message_id=message.id,
+            model=model,
+        )
+    )
+    return StreamingResponse(turn.listen(), media_type="text/event-stream", headers=STREAM_HEADERS)
+
+
+@router.post(
+    "/{chat_id}/stop",
+    status_code=202,
+    response_model=StopOut,
+    responses=error_responses(401, 403, 404, 409),
+)
+async def stop_turn(
+    chat_id: uuid.UUID, auth: Auth, services: ServicesDep, db: DbSession
+) -> StopOut:
+    """Stop the chat's running turn: the model request is cancelled, partial text kept."""
+    if await store.get_chat(db, auth.user.id, chat_id) is None:
+        raise HTTPException(404, "chat not found")
+    if not await services.turns.stop(chat_id, auth.user.id):
+        raise HTTPException(409, "no turn is running in this chat")
+    return StopOut(status="stopping")

@@ -1,0 +1,79 @@
+"""One turn per chat at a time, across every worker process: a lease in the chats table.
+
+Acquiring is one conditional UPDATE (the chat is free, or its lease has lapsed), so two
+processes racing for a chat can't both win, on SQLite or PostgreSQL. The owner renews the
+lease while the turn runs; a process that dies stops renewing and its lease lapses after
+`HEARTH_TURN_LEASE_SECONDS`. A stop request is a flag on the same row, which the owning
+process polls, so `/stop` works whichever worker receives it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timedelta
+
+from sqlalchemy import or_, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.db.models import Chat
+
+
+def _free(now: datetime):  # type: ignore[no-untyped-def]
+    return or_(Chat.turn_lease_until.is_(None), Chat.turn_lease_until < now)
+
+
+async def acquire(
+    db: AsyncSession,
+    chat_id: uuid.UUID,
+    user_id: uuid.UUID,
+    owner: str,
+    now: datetime,
+    lease: timedelta,
+) -> bool:
+    result = await db.execute(
+        update(Chat)
+        .where(Chat.id == chat_id, Chat.user_id == user_id, _free(now))
+        .values(turn_owner=owner, turn_lease_until=now + lease, turn_stop_requested=False)
+    )
+    return bool(result.rowcount)
+
+
+async def renew(db: AsyncSession, owners: list[str], now: datetime, lease: timedelta) -> None:
+    if owners:
+        await db.execute(
+            update(Chat).where(Chat.turn_owner.in_(owners)).values(turn_lease_until=now + lease)
+        )
+
+
+async def release(db: AsyncSession, chat_id: uuid.UUID, owner: str, now: datetime) -> None:
+    await db.execute(
+        update(Chat)
+        .where(Chat.id == chat_id, Chat.turn_owner == owner)
+        .values(turn_owner=None, turn_lease_until=None, turn_stop_requested=False, updated_at=now)
+    )
+
+
+async def request_stop(
+    db: AsyncSession, chat_id: uuid.UUID, user_id: uuid.UUID, now: datetime
+) -> bool:
+    """Flag the running turn of the chat to stop; False when no turn holds a live lease."""
+    result = await db.execute(
+        update(Chat)
+        .where(
+            Chat.id == chat_id,
+            Chat.user_id == user_id,
+            Chat.turn_owner.is_not(None),
+            Chat.turn_lease_until >= now,
+        )
+        .values(turn_stop_requested=True)
+    )
+    return bool(result.rowcount)
+
+
+async def stop_requested(db: AsyncSession, owners: list[str]) -> list[str]:
+    if not owners:
+        return []
+    rows = await db.scalars(
+        select(Chat.turn_owner).where(Chat.turn_owner.in_(owners), Chat.turn_stop_requested)
+    )
+    return [owner for owner in rows if owner is not None]

@@ -1,0 +1,257 @@
+"""The recorder: stores each model round of a turn as it happens.
+
+A pydantic-ai capability, so it sees every round whichever way the run is driven:
+
+- when a round starts (`wrap_model_request`) it creates the round's assistant message with
+  status `streaming` and announces its id (`data-assistant-message`);
+- while the round streams (`on_event`) it keeps the partial text and reasoning, so a round that
+  fails, is cut off or is stopped keeps what the model had said;
+- when the round ends it stores the content, reasoning, the full response for replay (thinking
+  signatures, reasoning content), the model and the usage split into input, output, cache read
+  and cache write tokens;
+- each tool call becomes a `chat_llm_tools` row that goes `running` -> `done` / `failed`.
+
+When a turn ends abnormally the turn runner calls `abort`, which closes whatever is open.
+Every write is its own short transaction: what happened is stored as soon as it happened.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from pydantic_ai import RunContext
+from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.messages import (
+    FunctionToolCallEvent,
+    FunctionToolResultEvent,
+    ModelMessagesTypeAdapter,
+    ModelResponse,
+    PartDeltaEvent,
+    PartStartEvent,
+    RetryPromptPart,
+    TextPart,
+    TextPartDelta,
+    ThinkingPart,
+    ThinkingPartDelta,
+    ToolReturnPart,
+)
+from sqlalchemy import update
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.chat.events import HearthPart
+from app.clock import Clock
+from app.db.models import Chat, ChatLlmTool, Message
+
+
+@dataclass
+class TurnUsage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+    def add(self, usage: Any) -> None:
+        self.input_tokens += usage.input_tokens or 0
+        self.output_tokens += usage.output_tokens or 0
+        self.cache_read_tokens += usage.cache_read_tokens or 0
+        self.cache_write_tokens += usage.cache_write_tokens or 0
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cache_read_tokens": self.cache_read_tokens,
+            "cache_write_tokens": self.cache_write_tokens,
+        }
+
+
+@dataclass
+class _Round:
+    message_id: int
+    text: list[str] = field(default_factory=list)
+    reasoning: list[str] = field(default_factory=list)
+    streamed: bool = False
+    """Whether any output arrived, which tells a stream cut off mid-way from a failed request."""
+
+
+def tool_result_text(content: Any) -> tuple[str, str]:
+    """A tool's return value as stored: text as it is, anything else as JSON."""
+    if isinstance(content, str):
+        return content, "text"
+    return orjson.dumps(content, default=str).decode(), "json"
+
+
+class Recorder(AbstractCapability[Any]):
+    def __init__(
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        chat_id: uuid.UUID,
+        model_id: str,
+        clock: Clock,
+    ) -> None:
+        self.sessions = sessions
+        self.chat_id = chat_id
+        self.model_id = model_id
+        self.clock = clock
+        self.usage = TurnUsage()
+        self.round: _Round | None = None
+        self.message_ids: list[int] = []
+        self.running_tools: dict[str, int] = {}
+        """tool_call_id -> chat_llm_tools row id, for calls that have not finished."""
+
+    # -- rounds ------------------------------------------------------------------------------
+
+    async def wrap_model_request(
+        self, ctx: RunContext[Any], *, request_context: Any, handler: Any
+    ) -> ModelResponse:
+        await self._open_round()
+        assert self.round is not None
+        await ctx.emit(HearthPart(part="assistant-message", payload={"id": self.round.message_id}))
+        response: ModelResponse = await handler(request_context)
+        await self._close_round(response)
+        return response
+
+    async def _open_round(self) -> None:
+        now = self.clock.now()
+        async with self.sessions() as db:
+            message = Message(
+                chat_id=self.chat_id,
+                role="assistant",
+                content="",
+                status="streaming",
+                model=self.model_id,
+                meta={},
+                created_at=now,
+            )
+            db.add(message)
+            await db.execute(update(Chat).where(Chat.id == self.chat_id).values(updated_at=now))
+            await db.commit()
+        self.round = _Round(message.id)
+        self.message_ids.append(message.id)
+
+    async def _close_round(self, response: ModelResponse) -> None:
+        assert self.round is not None
+        self.usage.add(response.usage)
+        text = "".join(p.content for p in response.parts if isinstance(p, TextPart))
+        reasoning = "\n\n".join(p.content for p in response.parts if isinstance(p, ThinkingPart))
+        stored = ModelMessagesTypeAdapter.dump_python([response], mode="json")[0]
+        async with self.sessions() as db:
+            await db.execute(
+                update(Message)
+                .where(Message.id == self.round.message_id)
+                .values(
+                    content=text,
+                    reasoning=reasoning or None,
+                    status="ok",
+                    model=self.model_id,
+                    provider_details={"response": stored},
+                    input_tokens=response.usage.input_tokens or 0,
+                    output_tokens=response.usage.output_tokens or 0,
+                    cache_read_tokens=response.usage.cache_read_tokens or 0,
+                    cache_write_tokens=response.usage.cache_write_tokens or 0,
+                )
+            )
+            await db.commit()
+
+    # -- streaming and tools -----------------------------------------------------------------
+
+    async def on_event(self, ctx: RunContext[Any], *, event: Any) -> None:
+        current = self.round
+        if isinstance(event, PartStartEvent) and current is not None:
+            current.streamed = True
+            if isinstance(event.part, TextPart):
+                current.text.append(event.part.content)
+            elif isinstance(event.part, ThinkingPart):
+                current.reasoning.append(event.part.content)
+        elif isinstance(event, PartDeltaEvent) and current is not None:
+            current.streamed = True
+            if isinstance(event.delta, TextPartDelta):
+                current.text.append(event.delta.content_delta)
+            elif isinstance(event.delta, ThinkingPartDelta) and event.delta.content_delta:
+                current.reasoning.append(event.delta.content_delta)
+        elif isinstance(event, FunctionToolCallEvent):
+            await self._tool_started(event)
+        elif isinstance(event, FunctionToolResultEvent):
+            await self._tool_finished(event)
+
+    async def _tool_started(self, event: FunctionToolCallEvent) -> None:
+        assert self.round is not None
+        part = event.part
+        now = self.clock.now()
+        async with self.sessions() as db:
+            row = ChatLlmTool(
+                chat_id=self.chat_id,
+                message_id=self.round.message_id,
+                tool_call_id=part.tool_call_id,
+                name=part.tool_name,
+                arguments=part.args_as_dict(),
+                status="running",
+                created_at=now,
+                updated_at=now,
+            )
+            db.add(row)
+            await db.commit()
+        self.running_tools[part.tool_call_id] = row.id
+
+    async def _tool_finished(self, event: FunctionToolResultEvent) -> None:
+        part = event.part
+        row_id = self.running_tools.pop(part.tool_call_id, None)
+        if row_id is None:
+            return
+        if isinstance(part, RetryPromptPart):
+            result, result_type, status = part.model_response(), "text", "failed"
+            if isinstance(part.content, str):
+                result = part.content
+        else:
+            assert isinstance(part, ToolReturnPart)
+            result, result_type = tool_result_text(part.content)
+            status = "done" if part.outcome == "success" else "failed"
+        async with self.sessions() as db:
+            await db.execute(
+                update(ChatLlmTool)
+                .where(ChatLlmTool.id == row_id)
+                .values(
+                    status=status,
+                    result=result,
+                    result_type=result_type,
+                    updated_at=self.clock.now(),
+                )
+            )
+            await db.commit()
+
+    # -- abnormal ends -----------------------------------------------------------------------
+
+    async def abort(self, status: str, error: str | None) -> None:
+        """Close the open round with `status` (keeping its partial text) and open tool calls."""
+        current, self.round = self.round, None
+        async with self.sessions() as db:
+            if current is not None:
+                await db.execute(
+                    update(Message)
+                    .where(Message.id == current.message_id, Message.status == "streaming")
+                    .values(
+                        content="".join(current.text),
+                        reasoning="".join(current.reasoning) or None,
+                        status=status,
+                        error=error,
+                    )
+                )
+            if self.running_tools:
+                await db.execute(
+                    update(ChatLlmTool)
+                    .where(ChatLlmTool.id.in_(list(self.running_tools.values())))
+                    .values(
+                        status="cancelled" if status == "cancelled" else "failed",
+                        result=error,
+                        updated_at=self.clock.now(),
+                    )
+                )
+                self.running_tools.clear()
+            await db.commit()
+
+    @property
+    def streamed_in_open_round(self) -> bool:
+        return self.round is not None and self.round.streamed

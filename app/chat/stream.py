@@ -1,0 +1,71 @@
+"""The turn's HTTP stream: pydantic-ai's Vercel AI encoder plus hearth's data parts.
+
+`VercelAIEventStream` already speaks the UI message stream protocol of the AI SDK (v7 wire);
+this subclass adds what only hearth knows: `data-user-message` right after `start`, each
+capability's `HearthPart` as its `data-*` chunk, and `data-usage` with the turn's usage just
+before `finish`. It also remembers the error that ended a run, so the turn runner can store it,
+and words the errors a user may see in plain terms.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic_ai.exceptions import UsageLimitExceeded
+from pydantic_ai.ui.vercel_ai import VercelAIEventStream
+from pydantic_ai.ui.vercel_ai.response_types import (
+    BaseChunk,
+    DataChunk,
+    DoneChunk,
+    ErrorChunk,
+    FinishChunk,
+    FinishStepChunk,
+    StartChunk,
+)
+
+from app.chat.events import HearthPart
+
+SDK_VERSION = 7
+STREAM_HEADERS = {
+    "x-vercel-ai-ui-message-stream": "v1",
+    "cache-control": "no-cache",
+    "x-accel-buffering": "no",
+}
+
+
+def user_facing_error(error: BaseException, max_rounds: int) -> str:
+    if isinstance(error, UsageLimitExceeded):
+        return f"This turn reached its limit of {max_rounds} model rounds and was ended."
+    return str(error) or type(error).__name__
+
+
+@dataclass(kw_only=True)
+class TurnEventStream(VercelAIEventStream[Any, Any]):
+    user_message_id: int
+    usage: Callable[[], dict[str, int]]
+    max_rounds: int = 25
+    error: BaseException | None = field(default=None, init=False)
+
+    async def before_stream(self) -> AsyncIterator[BaseChunk]:
+        yield StartChunk(message_id=self.server_message_id)
+        yield DataChunk(type="data-user-message", data={"id": self.user_message_id})
+
+    async def handle_capability_event(self, event: Any) -> AsyncIterator[BaseChunk]:
+        if isinstance(event, HearthPart):
+            yield DataChunk(type=f"data-{event.part}", data=event.payload)
+
+    async def on_error(self, error: Exception) -> AsyncIterator[BaseChunk]:
+        self.error = error
+        async for chunk in super().on_error(error):
+            if isinstance(chunk, ErrorChunk):
+                chunk = ErrorChunk(error_text=user_facing_error(error, self.max_rounds))
+            yield chunk
+
+    async def after_stream(self) -> AsyncIterator[BaseChunk]:
+        yield FinishStepChunk()
+        yield DataChunk(type="data-usage", data=self.usage())
+        if self.cancelled is None:
+            yield FinishChunk(finish_reason=self._finish_reason)
+        yield DoneChunk()

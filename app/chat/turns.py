@@ -1,0 +1,168 @@
+"""One turn: the agent run that answers a user message, stored and streamed as it happens.
+
+The turn runs in a task of its own, detached from the HTTP request that started it, so a client
+that disconnects cancels nothing: the turn runs to its end and everything is stored. The HTTP
+response only listens to the turn's outbox while the client stays.
+
+Each turn is a pydantic-ai run over the history the builder made from the stored rows, with two
+capabilities: the recorder (rows for every round and tool call) and the request log. A stop
+fires the run's `CancellationToken`, which cancels the in-flight model request upstream; the
+recorder then closes the open round as `cancelled`, keeping its partial text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pydantic_ai import Agent, CancellationToken
+from pydantic_ai.exceptions import ModelHTTPError, UsageLimitExceeded
+from pydantic_ai.ui.vercel_ai.response_types import AbortChunk, DoneChunk
+from pydantic_ai.usage import UsageLimits
+
+from app.chat.builder import build_history
+from app.chat.recorder import Recorder
+from app.chat.request_log import RequestLog
+from app.chat.rows import load_rows
+from app.chat.stream import SDK_VERSION, TurnEventStream, user_facing_error
+from app.files.roots import user_root
+from app.llm.factory import build_model, model_settings
+from app.llm.registry import ModelInfo
+from app.tools.deps import TurnDeps
+from app.tools.files import list_files
+
+if TYPE_CHECKING:
+    from app.services import Services
+
+log = logging.getLogger("hearth.turns")
+
+INSTRUCTIONS = (
+    "You are the assistant of hearth, a chat service. Answer the user's questions. "
+    "You can look at the user's files with the tools you are given; paths are relative to the "
+    "user's file root."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class TurnPlan:
+    """What a turn needs to know before it starts, decided by the route that starts it."""
+
+    owner: str
+    user_id: uuid.UUID
+    chat_id: uuid.UUID
+    user_message_id: int
+    model: ModelInfo
+
+
+def end_status(error: BaseException, streamed: bool) -> str:
+    """`incomplete` for a stream cut off after output began, `failed` for anything else."""
+    if isinstance(error, ModelHTTPError | UsageLimitExceeded):
+        return "failed"
+    return "incomplete" if streamed else "failed"
+
+
+class Turn:
+    def __init__(self, services: Services, plan: TurnPlan) -> None:
+        self.services = services
+        self.plan = plan
+        self.cancellation = CancellationToken()
+        self.stop_requested = False
+        self._outbox: asyncio.Queue[str | None] = asyncio.Queue()
+        self._listening = True
+        self.task: asyncio.Task[None] | None = None
+
+    # -- control -----------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Cancel the run: the model request in flight is cancelled upstream."""
+        self.stop_requested = True
+        with contextlib.suppress(Exception):
+            self.cancellation.cancel()
+
+    async def listen(self) -> AsyncIterator[str]:
+        """The stream for the HTTP response; a client that leaves does not stop the turn."""
+        try:
+            while (chunk := await self._outbox.get()) is not None:
+                yield chunk
+        finally:
+            self._listening = False
+
+    def _emit(self, chunk: str | None) -> None:
+        if self._listening or chunk is None:
+            self._outbox.put_nowait(chunk)
+
+    # -- the run -----------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        services, plan = self.services, self.plan
+        recorder = Recorder(services.sessions, plan.chat_id, plan.model.id, services.clock)
+        request_log = RequestLog(
+            services.sessions,
+            user_id=plan.user_id,
+            chat_id=plan.chat_id,
+            model_id=plan.model.id,
+            provider=plan.model.provider.id,
+            clock=services.clock,
+            message_id=lambda: recorder.round.message_id if recorder.round else None,
+        )
+        max_rounds = services.settings.max_rounds
+        stream = TurnEventStream(
+            sdk_version=SDK_VERSION,
+            server_message_id=f"turn-{plan.user_message_id}",
+            user_message_id=plan.user_message_id,
+            usage=recorder.usage.as_dict,
+            max_rounds=max_rounds,
+        )
+        try:
+            async with services.sessions() as db:
+                rows = await load_rows(db, plan.chat_id)
+            history = build_history(rows)
+            agent = Agent(
+                build_model(plan.model, services.registry),
+                deps_type=TurnDeps,
+                instructions=INSTRUCTIONS,
+                tools=[list_files],
+                capabilities=[recorder, request_log],
+                model_settings=model_settings(plan.model),
+            )
+            deps = TurnDeps(
+                user_id=plan.user_id,
+                chat_id=plan.chat_id,
+                file_root=user_root(services.settings.data_dir, plan.user_id),
+            )
+            async with agent.run_stream_events(
+                message_history=history,
+                deps=deps,
+                usage_limits=UsageLimits(request_limit=max_rounds),
+                cancellation_token=self.cancellation,
+            ) as events:
+                async for chunk in stream.transform_stream(events):
+                    self._emit(stream.encode_event(chunk))
+            if stream.cancelled is not None or self.stop_requested:
+                await recorder.abort("cancelled", None)
+            elif stream.error is not None:
+                status = end_status(stream.error, recorder.streamed_in_open_round)
+                await recorder.abort(status, user_facing_error(stream.error, max_rounds))
+        except asyncio.CancelledError:
+            # The service is shutting down: keep what was said, mark the round unfinished.
+            await asyncio.shield(recorder.abort("incomplete", "the service stopped mid-turn"))
+            self._emit(stream.encode_event(AbortChunk(reason="the service stopped")))
+            self._emit(stream.encode_event(DoneChunk()))
+            raise
+        except Exception as exc:  # a fault of hearth's own: stored and reported, never lost
+            log.exception("turn in chat %s failed", plan.chat_id)
+            await recorder.abort("failed", f"internal error: {exc}")
+            async for chunk in stream.transform_stream(_raising(exc)):
+                self._emit(stream.encode_event(chunk))
+        finally:
+            self._emit(None)
+
+
+async def _raising(error: Exception) -> AsyncIterator[Any]:
+    raise error
+    yield  # an async generator that fails at its first step

@@ -1,0 +1,1 @@
+"""Users' files: storage under `<data_dir>/users/<id>/`, containment, sniffing and serving."""

@@ -1,0 +1,77 @@
+"""pydantic-ai models for the registry's entries, one factory per provider kind.
+
+What a model may be sent is decided by hearth's configured capabilities, not the library's
+defaults: the profile built here switches image, PDF and video input on exactly when the model
+has `vision`, `document` or `video`, so a default profile that claims PDF support (Moonshot's,
+Ollama's) never leaks through. Transient provider faults (timeouts, 429, 5xx) are retried by the
+provider SDKs themselves, with bounded exponential backoff that honours `Retry-After`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic_ai.models import Model
+from pydantic_ai.profiles import ModelProfile
+from pydantic_ai.settings import ModelSettings
+
+from app.llm.demo import demo_model
+from app.llm.registry import ModelInfo, ModelRegistry
+
+MAX_RETRIES = 3
+REQUEST_TIMEOUT_SECONDS = 300.0
+OPENAI_COMPATIBLE = frozenset({"openai", "openrouter", "lmstudio", "ollama"})
+
+
+class ModelUnavailable(Exception):
+    """The model's provider is not usable now (missing key, unknown kind)."""
+
+
+def capability_profile(model: ModelInfo) -> ModelProfile:
+    """The file-input part of the profile, from hearth's capabilities alone."""
+    capabilities = set(model.capabilities)
+    return ModelProfile(
+        supports_image_input="vision" in capabilities,
+        supports_document_input="document" in capabilities,
+        supports_video_input="video" in capabilities,
+        supports_audio_file_input=False,
+    )
+
+
+def model_settings(model: ModelInfo) -> ModelSettings:
+    return ModelSettings(
+        max_tokens=model.config.max_output_tokens,
+        max_retries=MAX_RETRIES,
+        timeout=REQUEST_TIMEOUT_SECONDS,
+    )
+
+
+def build_model(model: ModelInfo, registry: ModelRegistry) -> Model:
+    """A pydantic-ai model that serves `model`, configured from the providers file."""
+    kind = model.provider.kind
+    name = model.config.id
+    profile = capability_profile(model)
+    api_key = registry.api_key(model.provider)
+    if kind == "demo":
+        return demo_model(model.id, profile)
+    if kind == "anthropic":
+        from pydantic_ai.models.anthropic import AnthropicModel
+        from pydantic_ai.providers.anthropic import AnthropicProvider
+
+        provider_args: dict[str, Any] = {"api_key": api_key or "missing"}
+        if model.provider.base_url:
+            provider_args["base_url"] = model.provider.base_url
+        return AnthropicModel(name, provider=AnthropicProvider(**provider_args), profile=profile)
+    if kind == "moonshot":
+        from pydantic_ai.models.openai import OpenAIChatModel
+        from pydantic_ai.providers.moonshotai import MoonshotAIProvider
+
+        provider = MoonshotAIProvider(api_key=api_key or "missing", base_url=model.base_url)
+        return OpenAIChatModel(name, provider=provider, profile=profile)
+    if kind in OPENAI_COMPATIBLE:
+        from pydantic_ai.models.openai import OpenAIChatModel
+        from pydantic_ai.providers.openai import OpenAIProvider
+
+        provider = OpenAIProvider(base_url=model.base_url, api_key=api_key or "not-needed")
+        return OpenAIChatModel(name, provider=provider, profile=profile)
+    raise ModelUnavailable(f"provider kind {kind!r} has no model factory")

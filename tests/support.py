@@ -129,3 +129,30 @@ class Client:
 
     async def delete(self, url: str, **kwargs: Any) -> httpx.Response:
         return await self.request("DELETE", url, **kwargs)
+
+
+def parse_stream(text: str) -> list[dict[str, Any]]:
+    """The chunks of a UI message stream body, in order; `[DONE]` becomes `{"type": "[DONE]"}`."""
+    import json
+
+    chunks: list[dict[str, Any]] = []
+    for block in text.split("\n\n"):
+        block = block.strip()
+        if not block:
+            continue
+        assert block.startswith("data: "), block
+        payload = block[len("data: ") :]
+        chunks.append({"type": "[DONE]"} if payload == "[DONE]" else json.loads(payload))
+    return chunks
+
+
+async def wait_until_idle(client: Client, chat_id: str, timeout: float = 20) -> dict[str, Any]:
+    """Poll the chat until no message is `streaming`; returns the chat."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        chat = (await client.get(f"/api/chats/{chat_id}")).json()
+        if all(m["status"] != "streaming" for m in chat["messages"]):
+            return chat
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"chat {chat_id} still streaming: {chat}")
+        await asyncio.sleep(0.05)

@@ -1,0 +1,220 @@
+"""Turns over real HTTP with the offline demo model: the stream, the stored rows, the lease."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import select, update
+
+from app.db.models import Chat, LlmRequest
+from app.llm.demo import GREETING as DEMO_GREETING
+from app.services import Services
+from tests.conftest import NewUser
+from tests.support import Client, parse_stream, wait_until_idle
+
+pytestmark = pytest.mark.usefixtures("services")
+
+
+async def new_chat(client: Client, **body: object) -> str:
+    return (await client.post("/api/chats", json=body)).json()["id"]
+
+
+async def test_demo_turn_streams_text_tool_call_and_result(user: Client) -> None:
+    chat_id = await new_chat(user)
+    response = await user.post(f"/api/chats/{chat_id}/messages", json={"content": "Hi there"})
+    assert response.status_code == 200
+    assert response.headers["x-vercel-ai-ui-message-stream"] == "v1"
+    assert response.headers["content-type"].startswith("text/event-stream")
+    chunks = parse_stream(response.text)
+    types = [c["type"] for c in chunks]
+    assert types[0] == "start" and isinstance(chunks[0]["messageId"], str)
+    assert types[1] == "data-user-message"
+    assert types[-3:] == ["data-usage", "finish", "[DONE]"]
+    assert types.count("data-assistant-message") == 2
+    assert "tool-input-available" in types and "tool-output-available" in types
+    text = "".join(c["delta"] for c in chunks if c["type"] == "text-delta")
+    assert "not a language model" in text and 'You wrote "Hi there"' in text
+    output = next(c for c in chunks if c["type"] == "tool-output-available")
+    assert output["output"] == ". is empty."
+
+    chat = await wait_until_idle(user, chat_id)
+    user_id = next(c for c in chunks if c["type"] == "data-user-message")["data"]["id"]
+    round_ids = [c["data"]["id"] for c in chunks if c["type"] == "data-assistant-message"]
+    assert [m["id"] for m in chat["messages"]] == [user_id, *round_ids]
+    first, second = chat["messages"][1:]
+    assert first["status"] == second["status"] == "ok"
+    assert first["model"] == "demo/scripted"
+    [call] = first["tool_calls"]
+    assert (call["name"], call["status"], call["result"]) == ("list_files", "done", ". is empty.")
+    assert second["content"] in text
+    usage = next(c for c in chunks if c["type"] == "data-usage")["data"]
+    assert usage["input_tokens"] == first["usage"]["input_tokens"] + second["usage"]["input_tokens"]
+    assert chat["title"] == "Hi there"
+
+
+async def test_every_model_request_is_logged(user: Client, services: Services) -> None:
+    chat_id = await new_chat(user)
+    await user.post(f"/api/chats/{chat_id}/messages", json={"content": "log me"})
+    await wait_until_idle(user, chat_id)
+    async with services.sessions() as db:
+        rows = (
+            await db.scalars(select(LlmRequest).where(LlmRequest.chat_id == uuid.UUID(chat_id)))
+        ).all()
+    assert len(rows) == 2
+    assert all(r.model == "demo/scripted" and r.provider == "demo" for r in rows)
+    assert all(r.error is None and r.duration_ms is not None and r.output_tokens for r in rows)
+    assert all(r.message_id is not None for r in rows)
+
+
+async def test_second_send_while_running_is_409(user: Client) -> None:
+    chat_id = await new_chat(user)
+    async with user.http.stream(
+        "POST",
+        f"/api/chats/{chat_id}/messages",
+        json={"content": "first"},
+        headers={"X-CSRF-Token": user.csrf or ""},
+    ) as first:
+        assert first.status_code == 200
+        second = await user.post(f"/api/chats/{chat_id}/messages", json={"content": "second"})
+        assert second.status_code == 409
+        await first.aread()
+    chat = await wait_until_idle(user, chat_id)
+    assert [m["content"] for m in chat["messages"] if m["role"] == "user"] == ["first"]
+    # Once the turn ended the chat takes messages again.
+    third = await user.post(f"/api/chats/{chat_id}/messages", json={"content": "third"})
+    assert third.status_code == 200
+
+
+async def test_a_lapsed_lease_of_a_dead_process_frees_the_chat(
+    user: Client, services: Services
+) -> None:
+    chat_id = await new_chat(user)
+    async with services.sessions() as db:
+        await db.execute(
+            update(Chat)
+            .where(Chat.id == uuid.UUID(chat_id))
+            .values(
+                turn_owner="dead-process",
+                turn_lease_until=services.clock.now() + timedelta(seconds=30),
+            )
+        )
+        await db.commit()
+    blocked = await user.post(f"/api/chats/{chat_id}/messages", json={"content": "x"})
+    assert blocked.status_code == 409
+    async with services.sessions() as db:
+        await db.execute(
+            update(Chat)
+            .where(Chat.id == uuid.UUID(chat_id))
+            .values(turn_lease_until=services.clock.now() - timedelta(seconds=1))
+        )
+        await db.commit()
+    freed = await user.post(f"/api/chats/{chat_id}/messages", json={"content": "x"})
+    assert freed.status_code == 200
+
+
+async def test_client_disconnect_cancels_nothing(user: Client) -> None:
+    chat_id = await new_chat(user)
+    async with user.http.stream(
+        "POST",
+        f"/api/chats/{chat_id}/messages",
+        json={"content": "leave early"},
+        headers={"X-CSRF-Token": user.csrf or ""},
+    ) as response:
+        async for line in response.aiter_lines():
+            if "data-assistant-message" in line:
+                break  # the client goes away mid-turn
+    chat = await wait_until_idle(user, chat_id)
+    assistant = [m for m in chat["messages"] if m["role"] == "assistant"]
+    assert len(assistant) == 2 and all(m["status"] == "ok" for m in assistant)
+    assert assistant[1]["content"].startswith('You wrote "leave early"')
+
+
+async def test_stop_cancels_and_keeps_partial_text(user: Client) -> None:
+    chat_id = await new_chat(user)
+    async with user.http.stream(
+        "POST",
+        f"/api/chats/{chat_id}/messages",
+        json={"content": "stop me"},
+        headers={"X-CSRF-Token": user.csrf or ""},
+    ) as response:
+        seen: list[str] = []
+        lines = response.aiter_lines()
+        async for line in lines:
+            if line.startswith("data: "):
+                seen.append(line)
+            if sum("text-delta" in s for s in seen) >= 3:
+                stopped = await user.post(f"/api/chats/{chat_id}/stop")
+                assert stopped.status_code == 202
+                break
+        rest = [line async for line in lines if line.startswith("data: ")]
+    body = "\n\n".join(seen + rest)
+    assert '"type":"abort"' in body
+    chat = await wait_until_idle(user, chat_id)
+    stopped_round = chat["messages"][-1]
+    assert stopped_round["status"] == "cancelled"
+    assert stopped_round["content"].startswith("Hello!")
+    assert len(stopped_round["content"]) < len("Hello! I am hearth's demo model") + 200
+    assert (await user.post(f"/api/chats/{chat_id}/stop")).status_code == 409
+
+
+async def test_stop_without_a_turn_is_409_and_foreign_chat_404(
+    user: Client, new_user: NewUser
+) -> None:
+    chat_id = await new_chat(user)
+    assert (await user.post(f"/api/chats/{chat_id}/stop")).status_code == 409
+    other = await new_user()
+    assert (await other.post(f"/api/chats/{chat_id}/stop")).status_code == 404
+    send = await other.post(f"/api/chats/{chat_id}/messages", json={"content": "hi"})
+    assert send.status_code == 404
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"content": ""},
+        {"content": "   \n "},
+        {},
+        {"content": 42},
+        {"content": "x", "attachments": "nope"},
+        {"content": "x", "attachments": ["not-a-uuid"]},
+        {"content": "x", "model": "nope/none"},
+        {"content": "x", "extra": True},
+    ],
+)
+async def test_bad_message_bodies_are_422_and_store_nothing(
+    user: Client, body: dict[str, object]
+) -> None:
+    chat_id = await new_chat(user)
+    response = await user.post(f"/api/chats/{chat_id}/messages", json=body)
+    assert response.status_code == 422
+    assert (await user.get(f"/api/chats/{chat_id}")).json()["messages"] == []
+
+
+async def test_foreign_or_unknown_attachment_is_404_and_stores_nothing(user: Client) -> None:
+    chat_id = await new_chat(user)
+    response = await user.post(
+        f"/api/chats/{chat_id}/messages",
+        json={"content": "see file", "attachments": [str(uuid.uuid4())]},
+    )
+    assert response.status_code == 404
+    assert (await user.get(f"/api/chats/{chat_id}")).json()["messages"] == []
+
+
+async def test_deleting_a_chat_stops_its_turn(user: Client, services: Services) -> None:
+    chat_id = await new_chat(user)
+    async with user.http.stream(
+        "POST",
+        f"/api/chats/{chat_id}/messages",
+        json={"content": "delete me"},
+        headers={"X-CSRF-Token": user.csrf or ""},
+    ) as response:
+        async for line in response.aiter_lines():
+            if "text-delta" in line:
+                break
+        assert (await user.delete(f"/api/chats/{chat_id}")).status_code == 204
+    assert (await user.get(f"/api/chats/{chat_id}")).status_code == 404
+    await asyncio.sleep(0.2)
+    assert services.turns.local_turn(uuid.UUID(chat_id)) is None

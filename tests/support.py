@@ -146,9 +146,9 @@ def parse_stream(text: str) -> list[dict[str, Any]]:
     return chunks
 
 
-async def wait_until_idle(client: Client, chat_id: str, timeout: float = 20) -> dict[str, Any]:
+async def wait_until_idle(client: Client, chat_id: str, within: float = 20) -> dict[str, Any]:
     """Poll the chat until no message is `streaming`; returns the chat."""
-    deadline = asyncio.get_running_loop().time() + timeout
+    deadline = asyncio.get_running_loop().time() + within
     while True:
         chat = (await client.get(f"/api/chats/{chat_id}")).json()
         if all(m["status"] != "streaming" for m in chat["messages"]):

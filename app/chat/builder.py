@@ -27,7 +27,6 @@ from pydantic_ai.messages import (
     ModelRequestPart,
     ModelResponse,
     ModelResponsePart,
-    RetryPromptPart,
     TextPart,
     ThinkingPart,
     ToolCallPart,
@@ -98,18 +97,13 @@ def _tool_returns(response: ModelResponse, row: StoredMessage) -> Iterable[Model
 
 def _tool_return(
     part: ToolCallPart, call: StoredToolCall | None, row: StoredMessage
-) -> ToolReturnPart | RetryPromptPart:
+) -> ToolReturnPart:
     status = call.status if call is not None else "running"
     if status == "done":
         content, outcome = call.result if call and call.result is not None else "", "success"
     elif status == "failed":
         # As the agent loop sent it: a tool error the model was asked to correct.
-        return RetryPromptPart(
-            content=(call.result if call else None) or "The tool failed.",
-            tool_name=part.tool_name,
-            tool_call_id=part.tool_call_id,
-            timestamp=row.created_at,
-        )
+        content, outcome = (call.result if call else None) or "The tool failed.", "retried"
     elif status == "rejected":
         content, outcome = (call.result if call else None) or REJECTED_TOOL_RETURN_CONTENT, "denied"
     else:  # running, pending, cancelled: the call never finished

@@ -44,7 +44,9 @@ def _list(root: Path, path: str) -> str:
     where = display_path(root, folder)
     if not lines:
         return f"{where} is empty."
-    return f"{where} holds {len(entries)} entries:\n" + "\n".join(lines)
+    shown = len(lines) - (1 if len(entries) > MAX_ENTRIES else 0)
+    noun = "entry" if shown == 1 else "entries"
+    return f"{where} holds {shown} {noun}:\n" + "\n".join(lines)
 
 
 async def list_files(ctx: RunContext[TurnDeps], path: str = ".") -> str:

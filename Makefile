@@ -19,7 +19,15 @@ $(STAMP): pyproject.toml constraints.txt
 run: $(STAMP)
 	$(BIN)/hearth serve --host $(HOST) --port $(PORT)
 
-test: $(STAMP)
+JS_STAMP := tests/js/node_modules/.installed
+
+# The AI SDK client test runs under Node.js; without npm it is skipped (but required under CI=true).
+$(JS_STAMP): tests/js/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then \
+		npm ci --prefix tests/js --no-audit --no-fund --loglevel=error && touch $(JS_STAMP); \
+	else echo "npm not found: the AI SDK client test will be skipped"; fi
+
+test: $(STAMP) $(JS_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/pytest

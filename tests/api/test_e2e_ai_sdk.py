@@ -1,0 +1,151 @@
+"""A turn as a real frontend reads it: through the official AI SDK client, under Node.js.
+
+The other turn tests parse the stream in Python, which only shows that hearth writes what those
+tests expect. A frontend reads the stream with the `ai` package from npm instead: its
+`DefaultChatTransport` parses every SSE event against the SDK's `uiMessageChunkSchema`, and
+`AbstractChat` (the class under `useChat`) folds the chunks into a `UIMessage`. The fold is
+strict too: a tool result for a call it has not seen, or text outside a text block, is an
+error. So `tests/js/drive-turn.mjs` sends the turn with exactly those pieces, audits a copy of
+the body against the same schema to report every failing chunk, and prints chunks, folded
+message and errors as one JSON object.
+
+The script runs with `asyncio.create_subprocess_exec`: the live server shares this event loop,
+so a blocking `subprocess.run` would leave the request it makes unanswered. It signs in with
+the test user's own cookies and CSRF token, as a browser tab would.
+
+Node.js and `npm ci --prefix tests/js` are needed. Without them the test is skipped locally,
+and fails under `CI=true`, where they are part of the setup.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+from typing import Any
+
+import pytest
+
+from tests.support import IN_CI, ROOT, Client, wait_until_idle
+
+pytestmark = pytest.mark.usefixtures("services")
+
+JS_DIR = ROOT / "tests" / "js"
+SCRIPT = JS_DIR / "drive-turn.mjs"
+TIMEOUT = 90
+
+
+def node_or_skip() -> str:
+    node = shutil.which("node")
+    problem = None
+    if node is None:
+        problem = "Node.js (`node`) is not on PATH"
+    elif not (JS_DIR / "node_modules" / "ai").is_dir():
+        problem = "tests/js has no node_modules; run `npm ci --prefix tests/js`"
+    if problem is None:
+        return str(node)
+    if IN_CI:
+        pytest.fail(problem + " (mandatory under CI=true)", pytrace=False)
+    pytest.skip(problem)
+
+
+async def drive_turn(base_url: str, client: Client, chat_id: str, content: str) -> dict[str, Any]:
+    """Run drive-turn.mjs for one turn; returns its report, asserting it exited cleanly."""
+    node = node_or_skip()
+    assert SCRIPT.is_file(), SCRIPT
+    cookie = "; ".join(
+        f"{name}={client.http.cookies[name]}" for name in ("hearth_session", "hearth_csrf")
+    )
+    process = await asyncio.create_subprocess_exec(
+        node,
+        str(SCRIPT),
+        "--base-url",
+        base_url,
+        "--cookie",
+        cookie,
+        "--csrf",
+        client.csrf or "",
+        "--chat-id",
+        chat_id,
+        "--content",
+        content,
+        cwd=JS_DIR,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        stdout, stderr = await asyncio.wait_for(process.communicate(), TIMEOUT)
+    except TimeoutError:
+        process.kill()
+        await process.wait()
+        raise
+    report = json.loads(stdout) if stdout.strip() else {}
+    assert process.returncode == 0, (process.returncode, stderr.decode(), report.get("errors"))
+    return report
+
+
+async def test_ai_sdk_client_folds_a_demo_turn(server: tuple[str, Any], user: Client) -> None:
+    base_url, _ = server
+    node_or_skip()
+    chat_id = (await user.post("/api/chats", json={})).json()["id"]
+
+    report = await drive_turn(base_url, user, chat_id, "Hi from the SDK\nsecond line")
+
+    assert report["errors"] == []
+    assert report["status"] == "ready"
+    response = report["response"]
+    assert (response["status"], response["uiMessageStream"]) == (200, "v1")
+    assert response["contentType"].startswith("text/event-stream")
+    assert report["done"] is True
+    chunks = report["chunks"]
+    types = [chunk["type"] for chunk in chunks]
+    assert types[0] == "start" and types[-1] == "finish"
+    assert {"text-delta", "tool-input-available", "tool-output-available"} <= set(types)
+
+    message = report["message"]
+    assert message["role"] == "assistant"
+    assert message["id"] == chunks[0]["messageId"]
+    user_message, assistant = report["messages"]
+    assert user_message["role"] == "user"
+    assert assistant == message
+    parts = message["parts"]
+
+    text = "".join(part["text"] for part in parts if part["type"] == "text")
+    assert "not a language model" in text
+    assert 'You wrote "Hi from the SDK"' in text
+    assert all(part["state"] == "done" for part in parts if part["type"] == "text")
+
+    [tool] = [part for part in parts if part["type"] in ("tool-list_files", "dynamic-tool")]
+    if tool["type"] == "dynamic-tool":
+        assert tool["toolName"] == "list_files"
+    assert tool["state"] == "output-available"
+    assert tool["input"] == {"path": "."}
+    assert tool["output"] == ". is empty."
+    assert sum(part["type"] == "step-start" for part in parts) == 2
+
+    data = [part for part in parts if part["type"].startswith("data-")]
+    [user_data] = [part["data"] for part in data if part["type"] == "data-user-message"]
+    rounds = [part["data"] for part in data if part["type"] == "data-assistant-message"]
+    [usage] = [part["data"] for part in data if part["type"] == "data-usage"]
+    assert len(rounds) == 2
+    assert usage["output_tokens"] > 0 and usage["input_tokens"] > 0
+    assert set(usage) >= {
+        "input_tokens",
+        "output_tokens",
+        "cache_read_tokens",
+        "cache_write_tokens",
+    }
+
+    chat = await wait_until_idle(user, chat_id)
+    stored = chat["messages"]
+    assert [m["id"] for m in stored] == [user_data["id"], *(r["id"] for r in rounds)]
+    assert stored[0]["role"] == "user"
+    assert stored[0]["content"] == "Hi from the SDK\nsecond line"
+    first, second = stored[1:]
+    assert first["status"] == second["status"] == "ok"
+    [call] = first["tool_calls"]
+    assert (call["name"], call["status"], call["result"]) == ("list_files", "done", ". is empty.")
+    assert call["tool_call_id"] == tool["toolCallId"]
+    assert call["arguments"] == tool["input"]
+    assert first["content"] + second["content"] == text
+    assert sum(m["usage"]["output_tokens"] for m in stored[1:]) == usage["output_tokens"]

@@ -38,7 +38,7 @@ from pydantic_ai.messages import (
     ThinkingPartDelta,
     ToolReturnPart,
 )
-from sqlalchemy import update
+from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.chat.events import HearthPart
@@ -225,9 +225,19 @@ class Recorder(AbstractCapability[Any]):
     # -- abnormal ends -----------------------------------------------------------------------
 
     async def abort(self, status: str, error: str | None) -> None:
-        """Close the open round with `status` (keeping its partial text) and open tool calls."""
+        """Close the open round with `status` (keeping its partial text) and open tool calls.
+
+        When no round is open (the turn ended between rounds, e.g. at the round limit), the
+        error is kept on the last round instead, so the stored chat says why the turn ended.
+        """
         current, self.round = self.round, None
         async with self.sessions() as db:
+            if current is not None and not await self._is_streaming(db, current.message_id):
+                current = None
+            if current is None and error and self.message_ids:
+                await db.execute(
+                    update(Message).where(Message.id == self.message_ids[-1]).values(error=error)
+                )
             if current is not None:
                 await db.execute(
                     update(Message)
@@ -251,6 +261,11 @@ class Recorder(AbstractCapability[Any]):
                 )
                 self.running_tools.clear()
             await db.commit()
+
+    @staticmethod
+    async def _is_streaming(db: AsyncSession, message_id: int) -> bool:
+        status = await db.scalar(select(Message.status).where(Message.id == message_id))
+        return status == "streaming"
 
     @property
     def streamed_in_open_round(self) -> bool:

@@ -4,6 +4,10 @@ A capability wrapping each model request: it hands the request and its streamed 
 through untouched and only observes — the duration, the tokens split four ways, and the error
 text of a request that failed or was cancelled. The row is written even when the turn is being
 cancelled (the write is shielded), so stopped requests are on record too.
+
+A streamed response fails in the task that consumes the stream, and pydantic-ai then cancels the
+task running `wrap_model_request`; so the error is caught where the events flow past
+(`wrap_run_event_stream`) and the row names it instead of the cancellation it caused.
 """
 
 from __future__ import annotations
@@ -11,10 +15,11 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterable, Callable
 from typing import Any
 
 from pydantic_ai import RunContext
+from pydantic_ai._utils import aclose_if_supported
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.messages import ModelResponse
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -50,6 +55,20 @@ class RequestLog(AbstractCapability[Any]):
         self.clock = clock
         self.message_id = message_id
 
+    _stream_error: BaseException | None = None
+
+    async def wrap_run_event_stream(
+        self, ctx: RunContext[Any], *, stream: AsyncIterable[Any]
+    ) -> AsyncIterable[Any]:
+        try:
+            async for event in stream:
+                yield event
+        except BaseException as exc:
+            self._stream_error = exc
+            raise
+        finally:
+            await aclose_if_supported(stream)
+
     async def wrap_model_request(
         self, ctx: RunContext[Any], *, request_context: Any, handler: Any
     ) -> ModelResponse:
@@ -64,6 +83,9 @@ class RequestLog(AbstractCapability[Any]):
             error = exc
             raise
         finally:
+            if isinstance(error, asyncio.CancelledError) and self._stream_error is not None:
+                error = self._stream_error
+            self._stream_error = None
             row = LlmRequest(
                 user_id=self.user_id,
                 chat_id=self.chat_id,

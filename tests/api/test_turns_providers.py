@@ -1,0 +1,284 @@
+"""Turns against fake Anthropic, OpenAI and Moonshot servers that speak the real wire.
+
+Every request a fake receives is validated against the provider SDK's own request types. The
+golden files pin the exact bodies of a two-round turn with a tool call per provider kind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+
+from app.db.models import LlmRequest
+from app.llm.registry import ModelRegistry
+from app.services import Services
+from tests.fakes.providers import (
+    Cut,
+    Fail,
+    FakeAnthropic,
+    FakeOpenAI,
+    FakeProviderServer,
+    Hang,
+    Reply,
+    ToolCall,
+    Usage,
+)
+from tests.golden import assert_golden
+from tests.support import Client, parse_stream, wait_until_idle
+
+pytestmark = pytest.mark.usefixtures("services")
+
+KINDS = ["anthropic", "openai", "moonshot"]
+MODEL_IDS = {"anthropic": "anth/claude-test", "openai": "oai/gpt-test", "moonshot": "kimi/kimi-k2"}
+CALL_IDS = {
+    "anthropic": "toolu_01Abc",
+    "openai": "call_abc123",
+    "moonshot": "functions.list_files:0",
+}
+
+
+@pytest.fixture
+async def fakes() -> AsyncIterator[dict[str, FakeProviderServer]]:
+    servers: dict[str, FakeProviderServer] = {
+        "anthropic": FakeAnthropic(),
+        "openai": FakeOpenAI(flavour="openai"),
+        "moonshot": FakeOpenAI(flavour="moonshot"),
+    }
+    for server in servers.values():
+        await server.start()
+    try:
+        yield servers
+    finally:
+        for server in servers.values():
+            await server.stop()
+
+
+def providers_yaml(fakes: dict[str, FakeProviderServer]) -> str:
+    return f"""
+providers:
+  - {{id: demo, kind: demo, models: [{{id: scripted}}]}}
+  - id: anth
+    kind: anthropic
+    base_url: {fakes["anthropic"].base_url}
+    api_key_env: HEARTH_TEST_PROVIDER_KEY
+    models: [{{id: claude-test, capabilities: [vision, document], max_output_tokens: 1024}}]
+  - id: oai
+    kind: openai
+    base_url: {fakes["openai"].base_url}
+    api_key_env: HEARTH_TEST_PROVIDER_KEY
+    models: [{{id: gpt-test, max_output_tokens: 1024}}]
+  - id: kimi
+    kind: moonshot
+    base_url: {fakes["moonshot"].base_url}
+    api_key_env: HEARTH_TEST_PROVIDER_KEY
+    models: [{{id: kimi-k2, max_output_tokens: 1024}}]
+"""
+
+
+@pytest.fixture
+def registry(
+    fakes: dict[str, FakeProviderServer], services: Services, tmp_path: Path
+) -> Iterator[ModelRegistry]:
+    path = tmp_path / "providers.yaml"
+    path.write_text(providers_yaml(fakes))
+    registry = ModelRegistry(
+        ModelRegistry.from_file(path).providers, env={"HEARTH_TEST_PROVIDER_KEY": "test-key"}
+    )
+    original, services.registry = services.registry, registry
+    yield registry
+    services.registry = original
+
+
+async def send(client: Client, chat_id: str, content: str) -> list[dict[str, Any]]:
+    response = await client.post(f"/api/chats/{chat_id}/messages", json={"content": content})
+    assert response.status_code == 200, response.text
+    return parse_stream(response.text)
+
+
+def bodies(fake: FakeProviderServer) -> list[dict[str, Any]]:
+    requests = fake.model_requests
+    for request in requests:
+        assert request.validation_error is None, request.validation_error
+    return [request.body for request in requests]
+
+
+def two_round_script(kind: str) -> list[Reply]:
+    return [
+        Reply(
+            text="Let me look at your files.",
+            reasoning="The user wants a listing." if kind == "moonshot" else "",
+            tool_calls=[ToolCall("list_files", {"path": "."}, id=CALL_IDS[kind])],
+            usage=Usage(input_tokens=120, output_tokens=20, cache_read_tokens=100),
+        ),
+        Reply(text="Your workspace is empty.", usage=Usage(input_tokens=160, output_tokens=8)),
+    ]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_two_round_turn_with_a_tool_call(
+    kind: str, user: Client, fakes: dict[str, FakeProviderServer], registry: ModelRegistry
+) -> None:
+    fake = fakes[kind]
+    fake.script(*two_round_script(kind))
+    chat_id = (await user.post("/api/chats", json={"model": MODEL_IDS[kind]})).json()["id"]
+    chunks = await send(user, chat_id, "What is in my files?")
+    types = [c["type"] for c in chunks]
+    assert "error" not in types, chunks
+    text = "".join(c["delta"] for c in chunks if c["type"] == "text-delta")
+    assert text == "Let me look at your files.Your workspace is empty."
+    tool_input = next(c for c in chunks if c["type"] == "tool-input-available")
+    assert tool_input["toolCallId"] == CALL_IDS[kind]
+
+    sent = bodies(fake)
+    assert len(sent) == 2
+    assert_golden(f"wire_two_rounds_{kind}", sent)
+
+    chat = await wait_until_idle(user, chat_id)
+    first, second = chat["messages"][1:]
+    assert first["status"] == second["status"] == "ok"
+    assert first["tool_calls"][0]["tool_call_id"] == CALL_IDS[kind]
+    assert first["tool_calls"][0]["result"] == ". is empty."
+    assert first["usage"]["input_tokens"] == 120
+    assert first["usage"]["cache_read_tokens"] == 100
+    assert second["usage"]["output_tokens"] == 8
+    if kind == "moonshot":
+        assert first["reasoning"] == "The user wants a listing."
+        assistant = next(m for m in sent[1]["messages"] if m["role"] == "assistant")
+        assert assistant["reasoning_content"] == "The user wants a listing."
+        assert assistant["tool_calls"][0]["id"] == "functions.list_files:0"
+        tool_message = next(m for m in sent[1]["messages"] if m["role"] == "tool")
+        assert tool_message["tool_call_id"] == "functions.list_files:0"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_next_turn_replays_the_stored_history_byte_for_byte(
+    kind: str, user: Client, fakes: dict[str, FakeProviderServer], registry: ModelRegistry
+) -> None:
+    fake = fakes[kind]
+    fake.script(*two_round_script(kind), Reply(text="Still empty."))
+    chat_id = (await user.post("/api/chats", json={"model": MODEL_IDS[kind]})).json()["id"]
+    await send(user, chat_id, "What is in my files?")
+    await wait_until_idle(user, chat_id)
+    await send(user, chat_id, "And now?")
+    sent = bodies(fake)
+    assert len(sent) == 3
+    earlier, later = sent[1]["messages"], sent[2]["messages"]
+    # What the model was sent in the first turn comes back unchanged from the stored rows.
+    assert later[: len(earlier)] == earlier
+    assert sent[2].get("tools") == sent[1].get("tools")
+    assert sent[2].get("system") == sent[1].get("system")
+
+
+@pytest.mark.parametrize("kind", ["anthropic", "openai"])
+async def test_429_is_retried_then_succeeds(
+    kind: str,
+    user: Client,
+    fakes: dict[str, FakeProviderServer],
+    registry: ModelRegistry,
+    services: Services,
+) -> None:
+    fake = fakes[kind]
+    fake.script(Fail(429, "slow down", retry_after=0.3), Reply(text="Fine now."))
+    chat_id = (await user.post("/api/chats", json={"model": MODEL_IDS[kind]})).json()["id"]
+    chunks = await send(user, chat_id, "hello")
+    assert "error" not in [c["type"] for c in chunks]
+    requests = fake.model_requests
+    assert len(requests) == 2
+    waited = requests[1].received_monotonic - requests[0].received_monotonic
+    assert waited >= 0.25, "Retry-After was not honoured"
+    chat = await wait_until_idle(user, chat_id)
+    assert chat["messages"][-1]["status"] == "ok"
+    assert chat["messages"][-1]["content"] == "Fine now."
+
+
+@pytest.mark.parametrize("kind", ["anthropic", "openai"])
+async def test_5xx_until_failure_keeps_the_error(
+    kind: str,
+    user: Client,
+    fakes: dict[str, FakeProviderServer],
+    registry: ModelRegistry,
+    services: Services,
+) -> None:
+    fake = fakes[kind]
+    fake.script(*[Fail(500, "upstream broke", retry_after=0.01) for _ in range(4)])
+    chat_id = (await user.post("/api/chats", json={"model": MODEL_IDS[kind]})).json()["id"]
+    chunks = await send(user, chat_id, "hello")
+    errors = [c for c in chunks if c["type"] == "error"]
+    assert len(errors) == 1 and "upstream broke" in errors[0]["errorText"]
+    assert len(fake.model_requests) == 4  # the first try and three retries, then no more
+    chat = await wait_until_idle(user, chat_id)
+    failed = chat["messages"][-1]
+    assert failed["role"] == "assistant" and failed["status"] == "failed"
+    assert "upstream broke" in failed["error"]
+    async with services.sessions() as db:
+        logged = (
+            await db.scalars(select(LlmRequest).where(LlmRequest.chat_id == uuid.UUID(chat_id)))
+        ).all()
+    assert len(logged) == 1 and logged[0].error and "upstream broke" in logged[0].error
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_stream_cut_mid_way_is_stored_incomplete(
+    kind: str, user: Client, fakes: dict[str, FakeProviderServer], registry: ModelRegistry
+) -> None:
+    fake = fakes[kind]
+    fake.script(Cut(after_events=6, reply=Reply(text="The answer begins here and then " * 5)))
+    chat_id = (await user.post("/api/chats", json={"model": MODEL_IDS[kind]})).json()["id"]
+    chunks = await send(user, chat_id, "hello")
+    assert any(c["type"] == "error" for c in chunks)
+    chat = await wait_until_idle(user, chat_id)
+    cut = chat["messages"][-1]
+    assert cut["status"] == "incomplete"
+    assert cut["content"] and "The answer begins here".startswith(cut["content"][:10])
+    assert cut["error"]
+
+
+async def test_round_limit_ends_the_turn_clearly(
+    user: Client,
+    fakes: dict[str, FakeProviderServer],
+    registry: ModelRegistry,
+    services: Services,
+) -> None:
+    services.settings = services.settings.model_copy(update={"max_rounds": 3})
+    fake = fakes["openai"]
+    fake.script(*[Reply(tool_calls=[ToolCall("list_files", {"path": "."})]) for _ in range(5)])
+    chat_id = (await user.post("/api/chats", json={"model": MODEL_IDS["openai"]})).json()["id"]
+    chunks = await send(user, chat_id, "loop forever")
+    errors = [c["errorText"] for c in chunks if c["type"] == "error"]
+    assert errors == ["This turn reached its limit of 3 model rounds and was ended."]
+    assert len(fake.model_requests) == 3
+    chat = await wait_until_idle(user, chat_id)
+    rounds = [m for m in chat["messages"] if m["role"] == "assistant"]
+    assert len(rounds) == 3
+    assert all(m["tool_calls"][0]["status"] == "done" for m in rounds)
+    assert rounds[-1]["error"] == errors[0]
+
+
+@pytest.mark.parametrize("kind", ["anthropic", "openai"])
+async def test_stop_cancels_the_upstream_request(
+    kind: str, user: Client, fakes: dict[str, FakeProviderServer], registry: ModelRegistry
+) -> None:
+    fake = fakes[kind]
+    fake.script(Hang(after_events=5))
+    chat_id = (await user.post("/api/chats", json={"model": MODEL_IDS[kind]})).json()["id"]
+    async with user.http.stream(
+        "POST",
+        f"/api/chats/{chat_id}/messages",
+        json={"content": "think for ever"},
+        headers={"X-CSRF-Token": user.csrf or ""},
+    ) as response:
+        await fake.wait_for_request(0)
+        await asyncio.sleep(0.2)
+        assert (await user.post(f"/api/chats/{chat_id}/stop")).status_code == 202
+        body = (await response.aread()).decode()
+    cancelled = await fake.wait_cancelled(0, within=2.0)
+    assert cancelled.cancelled
+    assert '"type":"abort"' in body
+    chat = await wait_until_idle(user, chat_id)
+    assert chat["messages"][-1]["status"] == "cancelled"

@@ -31,6 +31,8 @@ class Sample:
     requests: int = 0
     errors: int = 0
     elapsed: float = 0.0
+    client_cpu: float = 0.0
+    """CPU seconds this (the client's) process spent during the run."""
     latencies_ns: list[int] = field(default_factory=list)
 
     @property
@@ -41,6 +43,7 @@ class Sample:
         self.requests += other.requests
         self.errors += other.errors
         self.elapsed += other.elapsed
+        self.client_cpu += other.client_cpu
         self.latencies_ns.extend(other.latencies_ns)
 
 
@@ -157,6 +160,7 @@ async def run_load(
     sample = Sample()
     budget = [max_requests]
     try:
+        cpu_started = time.process_time()
         started = time.perf_counter_ns()
         stop_at = started + int(seconds * 1e9)
         loops = [
@@ -165,6 +169,7 @@ async def run_load(
         ]
         await asyncio.wait_for(asyncio.gather(*loops), seconds + HANG_GRACE_SECONDS)
         sample.elapsed = (time.perf_counter_ns() - started) / 1e9
+        sample.client_cpu = time.process_time() - cpu_started
     finally:
         for _, writer in streams:
             writer.close()

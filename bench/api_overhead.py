@@ -21,8 +21,8 @@ Why it is shaped so:
 * The twins are raw Starlette routes inserted into hearth's own app object, so both sides run in
   one process, under one uvicorn worker, through the same ASGI server, middleware, connection
   pool and database; the only difference is the route itself.
-* The server runs in its own process and the load generator in this one (a 2-core machine has
-  one core for each), over loopback. The client is a plain asyncio HTTP/1.1 keep-alive loop
+* The server runs in its own process and the load generator in this one (on a 2-core machine,
+  a core each), over loopback. The client is a plain asyncio HTTP/1.1 keep-alive loop
   (see `_loadgen.py`), cheap enough per request that the server is the bottleneck.
 * Routes are measured in rounds, each hearth route right beside its twin, the order flipped every
   round, so drift (thermal, page cache, other load) falls on both sides of a pair alike. The
@@ -47,6 +47,7 @@ import asyncio
 import contextlib
 import hashlib
 import hmac
+import importlib.util
 import json
 import os
 import platform
@@ -140,6 +141,16 @@ def _json(content: Any, status_code: int = 200) -> Response:
     return Response(body, status_code=status_code, media_type="application/json")
 
 
+_EXPIRED = {"detail": "session expired or signed out; sign in again"}
+
+
+def _unauthorised(request: Request) -> Response:
+    """hearth's 401: no cookie at all, or one that names no live session."""
+    if request.cookies.get(SESSION_COOKIE):
+        return _json(_EXPIRED, 401)
+    return _json({"detail": "not signed in"}, 401)
+
+
 def _same(value: Any) -> Any:
     return value
 
@@ -153,6 +164,7 @@ def _sqlite_time(value: str | None) -> datetime | None:
 
 
 def _sqlite_json(value: str | None) -> Any:
+    # The stdlib parser, as SQLAlchemy's JSON type uses (hearth's engine sets no other).
     return None if value is None else json.loads(value)
 
 
@@ -201,7 +213,9 @@ class BareTwin:
         expected = urlsafe_b64encode(mac).rstrip(b"=")
         return value if hmac.compare_digest(expected, signature.encode()) else None
 
-    async def _session(self, conn: AsyncConnection, token: str) -> Sequence[Any] | None:
+    async def _session(
+        self, conn: AsyncConnection, token: str
+    ) -> tuple[Any, dict[str, Any]] | None:
         """(user id as stored, user dict) of the live session behind `token`, or None."""
         now = datetime.now(UTC)
         row = (
@@ -232,11 +246,11 @@ class BareTwin:
     async def me(self, request: Request) -> Response:
         token = self._token(request)
         if token is None:
-            return _json({"detail": "not signed in"}, 401)
+            return _unauthorised(request)
         async with self.engine.connect() as conn:
             found = await self._session(conn, token)
         if found is None:
-            return _json({"detail": "session expired or signed out; sign in again"}, 401)
+            return _json(_EXPIRED, 401)
         mac = hmac.new(self.csrf_key, token.encode(), hashlib.sha256).digest()
         csrf = urlsafe_b64encode(mac).rstrip(b"=").decode()
         return _json({**found[1], "csrf_token": csrf})
@@ -248,12 +262,12 @@ class BareTwin:
             return _json({"detail": "chat id is not a UUID"}, 422)
         token = self._token(request)
         if token is None:
-            return _json({"detail": "not signed in"}, 401)
+            return _unauthorised(request)
         key = self.bind_uuid(chat_id)
         async with self.engine.connect() as conn:
             found = await self._session(conn, token)
             if found is None:
-                return _json({"detail": "session expired or signed out; sign in again"}, 401)
+                return _json(_EXPIRED, 401)
             user_id = found[0]
             chat = (await conn.execute(_CHAT_SQL, {"chat_id": key, "user_id": user_id})).first()
             if chat is None:
@@ -644,16 +658,13 @@ async def measure(
 
 
 def report(
-    args: argparse.Namespace,
-    pairs: list[Pair],
-    totals: dict[str, Totals],
-    checks: list[str],
-    server_stack: str,
+    args: argparse.Namespace, pairs: list[Pair], totals: dict[str, Totals], checks: list[str]
 ) -> bool:
+    """Print the figures; True when every pair meets the target without errors."""
     print()
     print(
         f"hearth API overhead on {args.db}: chat of {args.messages} messages, one uvicorn "
-        f"worker ({server_stack}), {LOOPBACK}"
+        f"worker ({_server_stack()}), {LOOPBACK}"
     )
     print(
         f"client: separate process, {args.connections} keep-alive connections, "
@@ -663,18 +674,22 @@ def report(
     for line in checks:
         print(line)
     print()
-    print(f"{'route':<26}{'req/s':>10}{'p50 ms':>10}{'p99 ms':>10}{'requests':>11}{'errors':>8}")
+    print(
+        f"{'route':<22}{'req/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'requests':>10}{'errors':>7}"
+        f"{'client CPU':>12}"
+    )
     for pair in pairs:
         for label, path in ((pair.hearth_label, pair.hearth), (pair.bare_label, pair.bare)):
             sample = totals[path].sample
             ordered = sorted(sample.latencies_ns)
+            p50, p99 = percentile(ordered, 0.50) / 1e6, percentile(ordered, 0.99) / 1e6
+            client = sample.client_cpu / sample.elapsed if sample.elapsed else 0.0
             print(
-                f"{label:<26}{sample.rate:>10.1f}"
-                f"{percentile(ordered, 0.50) / 1e6:>10.2f}{percentile(ordered, 0.99) / 1e6:>10.2f}"
-                f"{sample.requests:>11,}{sample.errors:>8}"
+                f"{label:<22}{sample.rate:>9.1f}{p50:>9.2f}{p99:>9.2f}{sample.requests:>10,}"
+                f"{sample.errors:>7}{client:>11.0%}"
             )
     print()
-    print(f"{'pair':<8}{'hearth/bare':>12}   {'per round':<24}{'target':>9}  result")
+    print(f"{'pair':<6}{'hearth/bare req/s':>18}   {'per round':<20}{'target':>8}  result")
     passed = True
     for pair in pairs:
         ours, bare = totals[pair.hearth], totals[pair.bare]
@@ -687,22 +702,15 @@ def report(
         passed &= ok
         verdict = "PASS" if ok else ("FAIL (errors)" if errors else "FAIL")
         target = f">= {args.target:.2f}"
-        print(f"{pair.name:<8}{ratio:>12.2f}   {rounds:<24}{target:>9}  {verdict}")
+        print(f"{pair.name:<6}{ratio:>18.3f}   {rounds:<20}{target:>8}  {verdict}")
     return passed
 
 
 def _server_stack() -> str:
-    parts = []
-    for module, name, fallback in (
-        ("uvloop", "uvloop", "asyncio"),
-        ("httptools", "httptools", "h11"),
-    ):
-        try:
-            __import__(module)
-            parts.append(name)
-        except ImportError:
-            parts.append(fallback)
-    return ", ".join(parts)
+    """What uvicorn's `auto` settings pick in this environment."""
+    loop = "uvloop" if importlib.util.find_spec("uvloop") else "asyncio"
+    http = "httptools" if importlib.util.find_spec("httptools") else "h11"
+    return f"{loop}, {http}"
 
 
 async def orchestrate(args: argparse.Namespace) -> bool:
@@ -743,7 +751,7 @@ async def orchestrate(args: argparse.Namespace) -> bool:
                     raise RuntimeError("the server exited during the run")
             finally:
                 stop_server(server)
-            return report(args, pairs, totals, checks, _server_stack())
+            return report(args, pairs, totals, checks)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
@@ -761,7 +769,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--db", choices=("sqlite", "postgresql"), default="sqlite")
     parser.add_argument(
-        "--pg-url", default=DEFAULT_PG_URL, help="an existing database to connect to"
+        "--pg-url",
+        default=DEFAULT_PG_URL,
+        help="an existing database on the server where the benchmark's own one is created",
     )
     parser.add_argument("--seconds", type=float, default=5.0, help="per route and round")
     parser.add_argument("--rounds", type=int, default=3)

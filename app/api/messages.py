@@ -77,6 +77,7 @@ async def send_message(
     owner = services.turns.new_owner()
     if not await leases.acquire(db, chat_id, auth.user.id, owner, now, services.turns.lease):
         raise HTTPException(409, "a turn is already running in this chat")
+    await leases.settle_orphans(db, chat_id, now)
     message = Message(
         chat_id=chat_id,
         role="user",

@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from app.db.models import Chat
+from app.db.models import Chat, ChatLlmTool, Message
 
 
 def _free(now: datetime):  # type: ignore[no-untyped-def]
@@ -36,6 +36,24 @@ async def acquire(
         .values(turn_owner=owner, turn_lease_until=now + lease, turn_stop_requested=False)
     )
     return bool(result.rowcount)
+
+
+async def settle_orphans(db: AsyncSession, chat_id: uuid.UUID, now: datetime) -> None:
+    """Close what a turn of a dead process left open; call it holding the chat's lease.
+
+    A round still `streaming` becomes `incomplete` (its partial text stays) and a tool call still
+    `running` becomes `cancelled`; the builder replays such calls to the model as interrupted.
+    """
+    await db.execute(
+        update(Message)
+        .where(Message.chat_id == chat_id, Message.status == "streaming")
+        .values(status="incomplete", error="the turn was interrupted before this round ended")
+    )
+    await db.execute(
+        update(ChatLlmTool)
+        .where(ChatLlmTool.chat_id == chat_id, ChatLlmTool.status == "running")
+        .values(status="cancelled", updated_at=now)
+    )
 
 
 async def renew(db: AsyncSession, owners: list[str], now: datetime, lease: timedelta) -> None:

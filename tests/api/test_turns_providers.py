@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,8 +19,6 @@ from app.services import Services
 from tests.fakes.providers import (
     Cut,
     Fail,
-    FakeAnthropic,
-    FakeOpenAI,
     FakeProviderServer,
     Hang,
     Reply,
@@ -30,69 +26,10 @@ from tests.fakes.providers import (
     Usage,
 )
 from tests.golden import assert_golden
+from tests.provider_setup import CALL_IDS, KINDS, MODEL_IDS
 from tests.support import Client, parse_stream, wait_until_idle
 
 pytestmark = pytest.mark.usefixtures("services")
-
-KINDS = ["anthropic", "openai", "moonshot"]
-MODEL_IDS = {"anthropic": "anth/claude-test", "openai": "oai/gpt-test", "moonshot": "kimi/kimi-k2"}
-CALL_IDS = {
-    "anthropic": "toolu_01Abc",
-    "openai": "call_abc123",
-    "moonshot": "functions.list_files:0",
-}
-
-
-@pytest.fixture
-async def fakes() -> AsyncIterator[dict[str, FakeProviderServer]]:
-    servers: dict[str, FakeProviderServer] = {
-        "anthropic": FakeAnthropic(),
-        "openai": FakeOpenAI(flavour="openai"),
-        "moonshot": FakeOpenAI(flavour="moonshot"),
-    }
-    for server in servers.values():
-        await server.start()
-    try:
-        yield servers
-    finally:
-        for server in servers.values():
-            await server.stop()
-
-
-def providers_yaml(fakes: dict[str, FakeProviderServer]) -> str:
-    return f"""
-providers:
-  - {{id: demo, kind: demo, models: [{{id: scripted}}]}}
-  - id: anth
-    kind: anthropic
-    base_url: {fakes["anthropic"].base_url}
-    api_key_env: HEARTH_TEST_PROVIDER_KEY
-    models: [{{id: claude-test, capabilities: [vision, document], max_output_tokens: 1024}}]
-  - id: oai
-    kind: openai
-    base_url: {fakes["openai"].base_url}
-    api_key_env: HEARTH_TEST_PROVIDER_KEY
-    models: [{{id: gpt-test, max_output_tokens: 1024}}]
-  - id: kimi
-    kind: moonshot
-    base_url: {fakes["moonshot"].base_url}
-    api_key_env: HEARTH_TEST_PROVIDER_KEY
-    models: [{{id: kimi-k2, max_output_tokens: 1024}}]
-"""
-
-
-@pytest.fixture
-def registry(
-    fakes: dict[str, FakeProviderServer], services: Services, tmp_path: Path
-) -> Iterator[ModelRegistry]:
-    path = tmp_path / "providers.yaml"
-    path.write_text(providers_yaml(fakes))
-    registry = ModelRegistry(
-        ModelRegistry.from_file(path).providers, env={"HEARTH_TEST_PROVIDER_KEY": "test-key"}
-    )
-    original, services.registry = services.registry, registry
-    yield registry
-    services.registry = original
 
 
 async def send(client: Client, chat_id: str, content: str) -> list[dict[str, Any]]:
@@ -282,3 +219,82 @@ async def test_stop_cancels_the_upstream_request(
     assert '"type":"abort"' in body
     chat = await wait_until_idle(user, chat_id)
     assert chat["messages"][-1]["status"] == "cancelled"
+
+
+async def test_a_crash_mid_tool_is_replayed_as_interrupted(
+    user: Client,
+    fakes: dict[str, FakeProviderServer],
+    registry: ModelRegistry,
+    services: Services,
+) -> None:
+    from datetime import timedelta
+
+    from sqlalchemy import update
+
+    from app.db.models import Chat, ChatLlmTool, Message
+
+    fake = fakes["anthropic"]
+    chat_id = (await user.post("/api/chats", json={"model": MODEL_IDS["anthropic"]})).json()["id"]
+    # A process dies while its tool runs: simulate by storing what it left behind.
+    now = services.clock.now()
+    async with services.sessions() as db:
+        db.add(Message(chat_id=uuid.UUID(chat_id), role="user", content="list", created_at=now))
+        await db.flush()
+        round_row = Message(
+            chat_id=uuid.UUID(chat_id),
+            role="assistant",
+            content="Looking.",
+            status="ok",
+            model=MODEL_IDS["anthropic"],
+            created_at=now,
+        )
+        db.add(round_row)
+        await db.flush()
+        db.add(
+            ChatLlmTool(
+                chat_id=uuid.UUID(chat_id),
+                message_id=round_row.id,
+                tool_call_id="toolu_crashed",
+                name="list_files",
+                arguments={"path": "."},
+                status="running",
+                created_at=now,
+                updated_at=now,
+            )
+        )
+        db.add(
+            Message(
+                chat_id=uuid.UUID(chat_id),
+                role="assistant",
+                content="half a thou",
+                status="streaming",
+                created_at=now,
+            )
+        )
+        await db.execute(
+            update(Chat)
+            .where(Chat.id == uuid.UUID(chat_id))
+            .values(turn_owner="dead", turn_lease_until=now - timedelta(seconds=1))
+        )
+        await db.commit()
+
+    fake.script(Reply(text="Sorry, that was interrupted."))
+    await send(user, chat_id, "try again")
+    [request] = bodies(fake)
+    messages = request["messages"]
+    assistant = messages[1]
+    assert assistant["role"] == "assistant"
+    assert assistant["content"][-1] == {
+        "type": "tool_use",
+        "id": "toolu_crashed",
+        "name": "list_files",
+        "input": {"path": "."},
+    }
+    result = messages[2]["content"][0]
+    assert result["type"] == "tool_result" and result["tool_use_id"] == "toolu_crashed"
+    assert "interrupted" in result["content"][0]["text"]
+    chat = await wait_until_idle(user, chat_id)
+    statuses = [(m["role"], m["status"]) for m in chat["messages"]]
+    assert statuses[2] == ("assistant", "incomplete")
+    assert chat["messages"][1]["tool_calls"][0]["status"] == "cancelled"
+    assert statuses[-1] == ("assistant", "ok")

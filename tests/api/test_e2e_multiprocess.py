@@ -1,0 +1,121 @@
+"""Two hearth processes over one database: one turn per chat, and /stop from the other worker.
+
+The second worker is a real `hearth serve` process sharing the database and the secret key, as
+workers behind a load balancer do. The turn lease and the stop flag live in the database, so
+neither an in-process lock nor in-process state can make these pass.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from app.llm.registry import ModelRegistry
+from app.services import Services
+from tests.fakes.providers import FakeProviderServer, Hang, Reply
+from tests.provider_setup import MODEL_IDS, providers_yaml
+from tests.support import ROOT, Client, free_port, wait_until_idle
+
+pytestmark = pytest.mark.usefixtures("services")
+
+
+@pytest.fixture
+async def second_worker(
+    services: Services, fakes: dict[str, FakeProviderServer], tmp_path: Path
+) -> AsyncIterator[str]:
+    providers = tmp_path / "providers-b.yaml"
+    providers.write_text(providers_yaml(fakes))
+    settings = services.settings
+    port = free_port()
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("HEARTH_")},
+        "HEARTH_DATABASE_URL": settings.database_url,
+        "HEARTH_SECRET_KEY": settings.signing_key,
+        "HEARTH_DATA_DIR": str(settings.data_dir),
+        "HEARTH_PROVIDERS_FILE": str(providers),
+        "HEARTH_AUTO_MIGRATE": "0",
+        "HEARTH_TEST_PROVIDER_KEY": "test-key",
+        "PYTHONPATH": str(ROOT),
+    }
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "app.cli", "serve", "--port", str(port),
+        cwd=ROOT, env=env,
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    try:
+        async with httpx.AsyncClient() as probe:
+            for _ in range(200):
+                try:
+                    if (await probe.get(f"{base}/healthz")).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    await asyncio.sleep(0.1)
+            else:
+                pytest.fail("the second worker did not start")
+        yield base
+    finally:
+        process.terminate()
+        await process.wait()
+
+
+def same_session(user: Client, base_url: str) -> httpx.AsyncClient:
+    """The user's browser session, pointed at the other worker."""
+    return httpx.AsyncClient(base_url=base_url, cookies=user.http.cookies, timeout=30)
+
+
+async def test_stop_reaching_another_worker_cancels_upstream(
+    user: Client,
+    fakes: dict[str, FakeProviderServer],
+    registry: ModelRegistry,
+    second_worker: str,
+) -> None:
+    fake = fakes["anthropic"]
+    fake.script(Hang(after_events=5))
+    chat_id = (await user.post("/api/chats", json={"model": MODEL_IDS["anthropic"]})).json()["id"]
+    async with (
+        user.http.stream(
+            "POST",
+            f"/api/chats/{chat_id}/messages",
+            json={"content": "take your time"},
+            headers={"X-CSRF-Token": user.csrf or ""},
+        ) as response,
+        same_session(user, second_worker) as other,
+    ):
+        await fake.wait_for_request(0)
+        stopped = await other.post(
+            f"/api/chats/{chat_id}/stop", headers={"X-CSRF-Token": user.csrf or ""}
+        )
+        assert stopped.status_code == 202
+        body = (await response.aread()).decode()
+    assert (await fake.wait_cancelled(0, within=3.0)).cancelled
+    assert '"type":"abort"' in body
+    chat = await wait_until_idle(user, chat_id)
+    assert chat["messages"][-1]["status"] == "cancelled"
+
+
+async def test_one_turn_per_chat_across_workers(
+    user: Client,
+    fakes: dict[str, FakeProviderServer],
+    registry: ModelRegistry,
+    second_worker: str,
+) -> None:
+    fake = fakes["anthropic"]
+    fake.script(Reply(text="slow answer", first_token_delay=1.0), Reply(text="slow answer"))
+    chat_id = (await user.post("/api/chats", json={"model": MODEL_IDS["anthropic"]})).json()["id"]
+    headers = {"X-CSRF-Token": user.csrf or ""}
+    async with same_session(user, second_worker) as other:
+        here, there = await asyncio.gather(
+            user.post(f"/api/chats/{chat_id}/messages", json={"content": "one"}),
+            other.post(f"/api/chats/{chat_id}/messages", json={"content": "two"}, headers=headers),
+        )
+    assert sorted([here.status_code, there.status_code]) == [200, 409]
+    chat = await wait_until_idle(user, chat_id)
+    assert len([m for m in chat["messages"] if m["role"] == "user"]) == 1
+    assert len(fake.model_requests) == 1

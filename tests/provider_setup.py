@@ -1,0 +1,35 @@
+"""Pointing hearth at the fake provider servers: model ids per kind and a providers file."""
+
+from __future__ import annotations
+
+from tests.fakes.providers import FakeProviderServer
+
+KINDS = ["anthropic", "openai", "moonshot"]
+MODEL_IDS = {"anthropic": "anth/claude-test", "openai": "oai/gpt-test", "moonshot": "kimi/kimi-k2"}
+CALL_IDS = {
+    "anthropic": "toolu_01Abc",
+    "openai": "call_abc123",
+    "moonshot": "functions.list_files:0",
+}
+
+
+def providers_yaml(fakes: dict[str, FakeProviderServer]) -> str:
+    return f"""
+providers:
+  - {{id: demo, kind: demo, models: [{{id: scripted}}]}}
+  - id: anth
+    kind: anthropic
+    base_url: {fakes["anthropic"].base_url}
+    api_key_env: HEARTH_TEST_PROVIDER_KEY
+    models: [{{id: claude-test, capabilities: [vision, document], max_output_tokens: 1024}}]
+  - id: oai
+    kind: openai
+    base_url: {fakes["openai"].base_url}
+    api_key_env: HEARTH_TEST_PROVIDER_KEY
+    models: [{{id: gpt-test, max_output_tokens: 1024}}]
+  - id: kimi
+    kind: moonshot
+    base_url: {fakes["moonshot"].base_url}
+    api_key_env: HEARTH_TEST_PROVIDER_KEY
+    models: [{{id: kimi-k2, max_output_tokens: 1024}}]
+"""

@@ -199,7 +199,11 @@ async def test_round_limit_ends_the_turn_clearly(
 
 @pytest.mark.parametrize("kind", ["anthropic", "openai"])
 async def test_stop_cancels_the_upstream_request(
-    kind: str, user: Client, fakes: dict[str, FakeProviderServer], registry: ModelRegistry
+    kind: str,
+    user: Client,
+    fakes: dict[str, FakeProviderServer],
+    registry: ModelRegistry,
+    services: Services,
 ) -> None:
     fake = fakes[kind]
     fake.script(Hang(after_events=5))
@@ -219,6 +223,11 @@ async def test_stop_cancels_the_upstream_request(
     assert '"type":"abort"' in body
     chat = await wait_until_idle(user, chat_id)
     assert chat["messages"][-1]["status"] == "cancelled"
+    async with services.sessions() as db:
+        logged = (
+            await db.scalars(select(LlmRequest).where(LlmRequest.chat_id == uuid.UUID(chat_id)))
+        ).all()
+    assert [row.error for row in logged] == ["cancelled"]
 
 
 async def test_a_crash_mid_tool_is_replayed_as_interrupted(

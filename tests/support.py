@@ -147,11 +147,11 @@ def parse_stream(text: str) -> list[dict[str, Any]]:
 
 
 async def wait_until_idle(client: Client, chat_id: str, within: float = 20) -> dict[str, Any]:
-    """Poll the chat until no message is `streaming`; returns the chat."""
+    """Poll the chat until its turn has ended; returns the chat."""
     deadline = asyncio.get_running_loop().time() + within
     while True:
         chat = (await client.get(f"/api/chats/{chat_id}")).json()
-        if all(m["status"] != "streaming" for m in chat["messages"]):
+        if not chat["running"] and all(m["status"] != "streaming" for m in chat["messages"]):
             return chat
         if asyncio.get_running_loop().time() > deadline:
             raise AssertionError(f"chat {chat_id} still streaming: {chat}")

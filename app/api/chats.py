@@ -53,28 +53,35 @@ async def create_chat(body: ChatIn, auth: Auth, services: ServicesDep, db: DbSes
     )
     db.add(chat)
     await db.commit()
-    return json_response(views.chat(chat), 201)
+    return json_response(views.chat(chat, now), 201)
 
 
 @router.get("", response_model=ChatPage, responses=error_responses(401))
 async def list_chats(
-    auth: Auth, db: DbSession, limit: LimitQuery = 50, cursor: CursorQuery = None
+    auth: Auth,
+    services: ServicesDep,
+    db: DbSession,
+    limit: LimitQuery = 50,
+    cursor: CursorQuery = None,
 ) -> Response:
     """The user's chats, newest activity first."""
+    now = services.clock.now()
     after = Cursor.decode(cursor) if cursor else None
     chats, next_cursor = await store.list_chats(db, auth.user.id, limit, after)
     return json_response(
         {
-            "items": [views.chat(chat) for chat in chats],
+            "items": [views.chat(chat, now) for chat in chats],
             "next_cursor": next_cursor.encode() if next_cursor else None,
         }
     )
 
 
 @router.get("/{chat_id}", response_model=ChatDetailOut, responses=error_responses(401, 404))
-async def get_chat(chat_id: uuid.UUID, auth: Auth, db: DbSession) -> Response:
+async def get_chat(
+    chat_id: uuid.UUID, auth: Auth, services: ServicesDep, db: DbSession
+) -> Response:
     """A chat with its messages in order."""
-    detail = await store.chat_detail(db, auth.user.id, chat_id)
+    detail = await store.chat_detail(db, auth.user.id, chat_id, services.clock.now())
     if detail is None:
         raise HTTPException(404, "chat not found")
     return json_response(detail)
@@ -98,7 +105,7 @@ async def update_chat(
     if fields:
         store.touch(chat, services.clock.now())
     await db.commit()
-    return json_response(views.chat(chat))
+    return json_response(views.chat(chat, services.clock.now()))
 
 
 @router.delete("/{chat_id}", status_code=204, responses=error_responses(401, 403, 404))

@@ -88,14 +88,20 @@ async def delete_chat(db: AsyncSession, user_id: uuid.UUID, chat_id: uuid.UUID) 
 
 
 async def chat_detail(
-    db: AsyncSession, user_id: uuid.UUID, chat_id: uuid.UUID
+    db: AsyncSession, user_id: uuid.UUID, chat_id: uuid.UUID, now: datetime
 ) -> dict[str, Any] | None:
     """The chat with messages, tool calls and uploads as JSON-ready dicts; None if not theirs."""
     chat = (
         await db.execute(
-            select(Chat.id, Chat.title, Chat.model, Chat.created_at, Chat.updated_at).where(
-                Chat.id == chat_id, Chat.user_id == user_id
-            )
+            select(
+                Chat.id,
+                Chat.title,
+                Chat.model,
+                Chat.created_at,
+                Chat.updated_at,
+                Chat.turn_owner,
+                Chat.turn_lease_until,
+            ).where(Chat.id == chat_id, Chat.user_id == user_id)
         )
     ).one_or_none()
     if chat is None:
@@ -131,7 +137,7 @@ async def chat_detail(
         uploads = {str(row.id): views.upload(row) for row in rows}
 
     return {
-        **views.chat(chat),
+        **views.chat(chat, now),
         "messages": [
             views.message(message, tools_by_message.get(message.id, []), uploads)
             for message in messages

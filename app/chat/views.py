@@ -6,17 +6,20 @@ exactly the fields of its schema in `app.api.schemas.chats`; the API tests check
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
 
-def chat(row: Any) -> dict[str, Any]:
+def chat(row: Any, now: datetime) -> dict[str, Any]:
+    lease = row.turn_lease_until
     return {
         "id": row.id,
         "title": row.title,
         "model": row.model,
         "created_at": row.created_at,
         "updated_at": row.updated_at,
+        "running": row.turn_owner is not None and lease is not None and lease >= now,
     }
 
 

@@ -43,6 +43,8 @@ class ChatOut(BaseModel):
     model: str
     created_at: datetime
     updated_at: datetime
+    running: bool
+    """Whether a turn is running in the chat now (a frontend shows its stop button)."""
 
 
 class ChatPage(BaseModel):

@@ -1,0 +1,1209 @@
+"""What a chat turn costs on top of the model provider it streams from.
+
+The provider is the fake one (`tests/fakes`), in a process of its own, answering every request
+on a fixed schedule: the first token after 200 ms, then 50 tokens 20 ms apart (1.2 s in all).
+Since the provider's part is fixed, whatever a client sees beyond it is hearth's.
+
+(a) Time to first text, sequentially. For each of `--sequential` turns (200) the client times
+    a direct streaming request to the fake (the same body pydantic-ai sends for a one-message
+    chat, over a keep-alive connection, until the first chunk that carries content) and a
+    hearth turn (`POST /api/chats/{id}/messages`, until the first `text-delta` event with
+    text), alternately, the order flipped each pair so drift falls on both sides alike. Every
+    turn goes to a chat created just before it (not timed), so every turn has the same one
+    message of history. The figure is each pair's ratio, hearth over provider; target: p50 of
+    the ratios <= 1.05.
+
+(b) Concurrent turns. For each of `--concurrency` (50, 100, 200): that many chats are created,
+    a connection opened for each, and all turns are sent at once, each with its own content.
+    Every stream must end with `[DONE]` and a `finish` and carry no error; its
+    `data-user-message` id must be the stored user message of its own chat, holding exactly
+    the content that client sent; its `data-assistant-message` id must be that chat's stored
+    answer, with status `ok` and the streamed text; and the chat must have exactly one
+    `llm_requests` row, without error. A turn's wall time runs from sending the request to
+    `[DONE]`; target: at 100, the slowest <= 1.25 x the schedule. The same number of requests
+    straight to the fake is timed first, to show what the fake and the machine add on their
+    own. CPU seconds of the server and the fake (from /proc) show what each turn costs.
+
+(c) Building the request for long chats, in this process, no server: chats of `--sizes`
+    (200, 1,000, 2,000) messages, user and assistant in turn, every 4th message an assistant
+    message with a tool call whose `chat_llm_tools` row holds its result, contents of a few
+    hundred characters, written through the ORM. Assistant rows are seeded two ways: with
+    `provider_details.response` (pydantic-ai's serialised response, as the recorder stores
+    every round) and without (rebuilt from columns, as for older rows). Timed: `load_rows`
+    then `build_history` (median of `--repeats`). Counted: the SQL statements one `load_rows`
+    runs, and those a whole turn runs (one real turn per chat, through hearth's app in this
+    process, against a fake that answers at once). Target: the time for 2,000 messages <= 12 x
+    that for 200, and the same number of statements for every size.
+
+hearth runs as `hearth serve` does: `python -m app.cli serve`, one uvicorn worker (uvloop and
+httptools when installed), schema upgraded at start, on a fresh database: a SQLite file in a
+temporary folder (`--db sqlite`, the default) or a randomly named PostgreSQL database created
+from `--pg-url` and dropped at the end (`--db postgresql`). The client is this process: plain
+asyncio sockets (`_turns.Connection`) that stamp every event as its bytes arrive and parse it
+only after the stream ended, so its own cost stays out of the times. On a 2-core machine the
+three processes share the cores; part (b) says how much CPU each used.
+
+Exit status 0 when every target of the parts run is met, 1 otherwise.
+
+    .venv/bin/python bench/turn_overhead.py
+    .venv/bin/python bench/turn_overhead.py --db postgresql --parts b --concurrency 100
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import platform
+import random
+import secrets
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter
+from collections.abc import AsyncIterator, Coroutine, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import IO, Any
+
+import httpx
+import orjson
+from _loadgen import LOOPBACK, build_request
+from _turns import (
+    DEFAULT_PG_URL,
+    Account,
+    Connection,
+    Exchange,
+    cpu_seconds,
+    free_port,
+    fresh_database,
+    quantile,
+    register,
+    start_process,
+    stop_process,
+    wait_answering,
+)
+from pydantic_ai.messages import (
+    ModelMessagesTypeAdapter,
+    ModelResponse,
+    ModelResponsePart,
+    TextPart,
+    ToolCallPart,
+)
+from pydantic_ai.usage import RequestUsage
+from sqlalchemy import event, func, select
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.chat.builder import build_history
+from app.chat.rows import load_rows
+from app.chat.turns import INSTRUCTIONS
+from app.db.engine import create_engine
+from app.db.migrate import upgrade
+from app.db.models import Chat, ChatLlmTool, LlmRequest, Message
+from app.main import create_app
+from app.settings import Settings
+
+DEFAULT_SCHEDULE = "first_ms=200,tokens=50,interval_ms=20"
+INSTANT_SCHEDULE = "first_ms=0,tokens=5,interval_ms=0"
+PROVIDER_KEY_ENV = "HEARTH_BENCH_PROVIDER_KEY"
+PROVIDER_KEY = "bench-key"
+PROVIDER_MODEL = "gpt-4.1"
+CHAT_MODEL = f"fake/{PROVIDER_MODEL}"
+TTFT_TARGET = 1.05
+CONCURRENCY_TARGET = 1.25
+TARGET_CONCURRENCY = 100
+GROWTH_TARGET = 12.0
+WARMUP_PAIRS = 5
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """The fake's answer to every request: `tokens` deltas of `token`, paced as given."""
+
+    first_ms: float
+    tokens: int
+    interval_ms: float
+    token: str = "tok "
+
+    @classmethod
+    def parse(cls, spec: str) -> Schedule:
+        values = dict(part.split("=", 1) for part in spec.split(","))
+        return cls(
+            first_ms=float(values.get("first_ms", 0)),
+            tokens=int(values.get("tokens", 1)),
+            interval_ms=float(values.get("interval_ms", 0)),
+            token=values.get("token", "tok "),
+        )
+
+    @property
+    def nominal_seconds(self) -> float:
+        """The schedule as stated: the first wait plus one interval per token."""
+        return (self.first_ms + self.tokens * self.interval_ms) / 1000
+
+    @property
+    def text(self) -> str:
+        return self.token * self.tokens
+
+
+# --------------------------------------------------------------------------------------------
+# What the streams said.
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class TurnOutcome:
+    """A hearth turn's stream, read after it ended."""
+
+    exchange: Exchange
+    first_text_ns: int | None = None
+    done_ns: int | None = None
+    text: str = ""
+    user_message_id: int | None = None
+    assistant_message_ids: list[int] = field(default_factory=list)
+    finished: bool = False
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def ttft(self) -> float | None:
+        if self.first_text_ns is None:
+            return None
+        return (self.first_text_ns - self.exchange.sent_ns) / 1e9
+
+    @property
+    def wall(self) -> float | None:
+        if self.done_ns is None:
+            return None
+        return (self.done_ns - self.exchange.sent_ns) / 1e9
+
+    @property
+    def ok(self) -> bool:
+        return (
+            self.exchange.status == 200
+            and self.exchange.complete
+            and self.done_ns is not None
+            and self.finished
+            and not self.errors
+            and self.first_text_ns is not None
+        )
+
+    def problem(self) -> str:
+        exchange = self.exchange
+        if exchange.error:
+            return exchange.error
+        if exchange.status != 200:
+            return f"HTTP {exchange.status}: {exchange.body[:200]!r}"
+        if self.errors:
+            return f"stream error: {self.errors[0]}"
+        if self.done_ns is None:
+            return "no [DONE]"
+        if not self.finished:
+            return "no finish event"
+        return "no text"
+
+
+def read_turn(exchange: Exchange) -> TurnOutcome:
+    outcome = TurnOutcome(exchange)
+    text: list[str] = []
+    for arrived, payload in exchange.events:
+        if payload == b"[DONE]":
+            outcome.done_ns = arrived
+            continue
+        chunk = orjson.loads(payload)
+        kind = chunk.get("type")
+        if kind == "text-delta":
+            delta = chunk.get("delta") or ""
+            if delta and outcome.first_text_ns is None:
+                outcome.first_text_ns = arrived
+            text.append(delta)
+        elif kind == "data-user-message":
+            outcome.user_message_id = chunk["data"]["id"]
+        elif kind == "data-assistant-message":
+            outcome.assistant_message_ids.append(chunk["data"]["id"])
+        elif kind == "finish":
+            outcome.finished = True
+        elif kind == "error":
+            outcome.errors.append(str(chunk.get("errorText")))
+        elif kind == "abort":
+            outcome.errors.append(f"aborted: {chunk.get('reason')}")
+    outcome.text = "".join(text)
+    return outcome
+
+
+@dataclass
+class DirectOutcome:
+    """A streaming completion straight from the fake, read after it ended."""
+
+    exchange: Exchange
+    first_text_ns: int | None = None
+    done_ns: int | None = None
+    text: str = ""
+
+    @property
+    def ttft(self) -> float | None:
+        if self.first_text_ns is None:
+            return None
+        return (self.first_text_ns - self.exchange.sent_ns) / 1e9
+
+    @property
+    def wall(self) -> float | None:
+        if self.done_ns is None:
+            return None
+        return (self.done_ns - self.exchange.sent_ns) / 1e9
+
+    @property
+    def ok(self) -> bool:
+        exchange = self.exchange
+        return exchange.status == 200 and exchange.complete and self.done_ns is not None
+
+
+def read_completion(exchange: Exchange) -> DirectOutcome:
+    outcome = DirectOutcome(exchange)
+    text: list[str] = []
+    for arrived, payload in exchange.events:
+        if payload == b"[DONE]":
+            outcome.done_ns = arrived
+            continue
+        for choice in orjson.loads(payload).get("choices") or ():
+            content = (choice.get("delta") or {}).get("content")
+            if content:
+                if outcome.first_text_ns is None:
+                    outcome.first_text_ns = arrived
+                text.append(content)
+    outcome.text = "".join(text)
+    return outcome
+
+
+# --------------------------------------------------------------------------------------------
+# Requests.
+# --------------------------------------------------------------------------------------------
+
+
+def direct_request(content: str) -> bytes:
+    """The request pydantic-ai sends the provider for a chat holding just `content`."""
+    body = {
+        "model": PROVIDER_MODEL,
+        "stream": True,
+        "messages": [
+            {"role": "system", "content": INSTRUCTIONS},
+            {"role": "user", "content": content},
+        ],
+        "max_completion_tokens": 1024,
+        "stream_options": {"include_usage": True},
+        "tool_choice": "auto",
+        "tools": [
+            {
+                "type": "function",
+                "function": {
+                    "name": "list_files",
+                    "description": "List the files and folders at `path` in the user's files "
+                    '(relative; "." is the top).\n\nFolders end in "/"; files show their size '
+                    "in bytes.",
+                    "parameters": {
+                        "additionalProperties": False,
+                        "properties": {"path": {"default": ".", "type": "string"}},
+                        "type": "object",
+                    },
+                },
+            }
+        ],
+    }
+    headers = {
+        "Authorization": f"Bearer {PROVIDER_KEY}",
+        "Accept": "application/json",
+        "Content-Type": "application/json",
+    }
+    return build_request("POST", "/v1/chat/completions", headers, orjson.dumps(body))
+
+
+def turn_request(account: Account, chat_id: str, content: str) -> bytes:
+    headers = account.headers() | {"Content-Type": "application/json"}
+    body = orjson.dumps({"content": content})
+    return build_request("POST", f"/api/chats/{chat_id}/messages", headers, body)
+
+
+async def create_chat(conn: Connection, account: Account) -> str:
+    reply = await conn.call("POST", "/api/chats", account.headers(), {"model": CHAT_MODEL})
+    if reply.status != 201:
+        raise RuntimeError(f"creating a chat answered {reply.status}: {reply.body[:200]!r}")
+    return str(reply.json()["id"])
+
+
+def message_text(index: int, label: str) -> str:
+    return f"{label} {index} ({secrets.token_hex(6)}): what does this turn cost?"
+
+
+# --------------------------------------------------------------------------------------------
+# The processes: the fake provider and hearth.
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Stack:
+    fake: subprocess.Popen[bytes]
+    fake_port: int
+    server: subprocess.Popen[bytes]
+    port: int
+    database_url: str
+    log_path: Path
+
+
+def providers_yaml(fake_port: int) -> str:
+    return f"""\
+providers:
+  - id: fake
+    kind: openai
+    base_url: http://{LOOPBACK}:{fake_port}/v1
+    api_key_env: {PROVIDER_KEY_ENV}
+    models:
+      - id: {PROVIDER_MODEL}
+        context_window: 1000000
+        max_output_tokens: 1024
+"""
+
+
+async def start_fake(schedule: str, log: IO[bytes]) -> tuple[subprocess.Popen[bytes], int]:
+    port = free_port()
+    command = [sys.executable, "-m", "tests.fakes.providers", "--kind", "openai"]
+    command += ["--host", LOOPBACK, "--port", str(port), "--schedule", schedule]
+    fake = start_process(command, log)
+    try:
+        await wait_answering(port, "/v1/models", fake)
+    except BaseException:
+        stop_process(fake)
+        raise
+    return fake, port
+
+
+@contextlib.asynccontextmanager
+async def running_stack(database_url: str, workdir: Path, spec: str) -> AsyncIterator[Stack]:
+    log_path = workdir / "processes.log"
+    with log_path.open("wb") as log:
+        fake, fake_port = await start_fake(spec, log)
+        server = None
+        try:
+            providers = workdir / "providers.yaml"
+            providers.write_text(providers_yaml(fake_port))
+            port = free_port()
+            env = {
+                "HEARTH_DATABASE_URL": database_url,
+                "HEARTH_DATA_DIR": str(workdir / "data"),
+                "HEARTH_SECRET_KEY": secrets.token_urlsafe(32),
+                "HEARTH_PROVIDERS_FILE": str(providers),
+                "HEARTH_AUTO_MIGRATE": "1",
+                PROVIDER_KEY_ENV: PROVIDER_KEY,
+            }
+            command = [sys.executable, "-m", "app.cli", "serve", "--host", LOOPBACK]
+            server = start_process([*command, "--port", str(port), "--workers", "1"], log, env)
+            await wait_answering(port, "/healthz", server)
+            print(
+                f"  hearth pid {server.pid} on port {port}, fake pid {fake.pid} on {fake_port}",
+                file=sys.stderr,
+                flush=True,
+            )
+            yield Stack(fake, fake_port, server, port, database_url, log_path)
+        finally:
+            if server is not None:
+                stop_process(server)
+            stop_process(fake)
+
+
+def log_problems(log_path: Path) -> list[str]:
+    """Lines of the processes' log that report errors."""
+    with contextlib.suppress(OSError):
+        lines = log_path.read_text(errors="replace").splitlines()
+        return [line for line in lines if "ERROR" in line or "Traceback" in line]
+    return []
+
+
+# --------------------------------------------------------------------------------------------
+# (a) Time to first text, sequentially.
+# --------------------------------------------------------------------------------------------
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:.1f}"
+
+
+async def part_a(stack: Stack, account: Account, args: argparse.Namespace) -> bool:
+    hearth = await Connection.open(stack.port)
+    fake = await Connection.open(stack.fake_port)
+    pairs: list[tuple[DirectOutcome, TurnOutcome]] = []
+    failures: list[str] = []
+    wait = 60.0
+
+    async def one_pair(index: int, label: str) -> tuple[DirectOutcome, TurnOutcome]:
+        nonlocal hearth, fake
+        chat_id = await create_chat(hearth, account)
+        content = message_text(index, label)
+        direct: DirectOutcome | None = None
+        turn: TurnOutcome | None = None
+        for side in ("direct", "hearth") if index % 2 == 0 else ("hearth", "direct"):
+            if side == "direct":
+                direct = read_completion(await fake.exchange(direct_request(content), wait=wait))
+                if not fake.usable:
+                    fake = await Connection.open(stack.fake_port)
+            else:
+                request = turn_request(account, chat_id, content)
+                turn = read_turn(await hearth.exchange(request, wait=wait))
+                if not hearth.usable:
+                    hearth = await Connection.open(stack.port)
+        assert direct is not None and turn is not None
+        return direct, turn
+
+    try:
+        for index in range(WARMUP_PAIRS):
+            await one_pair(index, "Warm-up turn")
+        started = time.monotonic()
+        for index in range(args.sequential):
+            if time.monotonic() - started > args.time_limit:
+                print(f"  (a) stopped at the {args.time_limit:g} s limit", file=sys.stderr)
+                break
+            direct, turn = await one_pair(index, "Sequential turn")
+            if not turn.ok:
+                failures.append(f"turn {index}: {turn.problem()}")
+            if not direct.ok or direct.ttft is None:
+                failures.append(f"direct {index}: {direct.exchange.error or 'incomplete'}")
+            pairs.append((direct, turn))
+            if (index + 1) % 50 == 0:
+                print(f"  (a) {index + 1}/{args.sequential} pairs", file=sys.stderr, flush=True)
+    finally:
+        hearth.close()
+        fake.close()
+
+    good = [(d, t) for d, t in pairs if d.ttft is not None and t.ttft is not None]
+    provider = [d.ttft for d, _ in good if d.ttft is not None]
+    ours = [t.ttft for _, t in good if t.ttft is not None]
+    ratios = [t / d for d, t in zip(provider, ours, strict=True)]
+    extra = [t - d for d, t in zip(provider, ours, strict=True)]
+    provider_wall = [d.wall for d, _ in good if d.wall is not None]
+    ours_wall = [t.wall for _, t in good if t.wall is not None]
+
+    print()
+    print(
+        f"(a) time to first text byte, {len(pairs)} sequential turns, each in a new chat "
+        f"(one message of history), alternating with a direct request to the fake"
+    )
+    print(f"{'':<34}{'p50':>9}{'p90':>9}{'p99':>9}{'max':>9}")
+    rows: list[tuple[str, list[float], bool]] = [
+        ("provider, direct (ms)", provider, True),
+        ("hearth turn (ms)", ours, True),
+        ("hearth - provider (ms)", extra, True),
+        ("ratio hearth/provider, per pair", ratios, False),
+        ("whole stream, direct (ms)", provider_wall, True),
+        ("whole turn to [DONE], hearth (ms)", ours_wall, True),
+    ]
+    for label, values, in_ms in rows:
+        cells = [quantile(values, f) for f in (0.5, 0.9, 0.99, 1.0)]
+        text = "".join(f"{ms(v) if in_ms else f'{v:.3f}':>9}" for v in cells)
+        print(f"{label:<34}{text}")
+    p50 = quantile(ratios, 0.5)
+    p99 = quantile(ratios, 0.99)
+    of_medians = quantile(ours, 0.5) / quantile(provider, 0.5) if provider else float("nan")
+    passed = bool(ratios) and p50 <= TTFT_TARGET and not failures
+    print(
+        f"ratio p50 {p50:.3f}, p99 {p99:.3f} (p50 hearth / p50 provider {of_medians:.3f}); "
+        f"target p50 <= {TTFT_TARGET:.2f}: {'PASS' if passed else 'FAIL'}"
+    )
+    for line in failures[:10]:
+        print(f"  failed: {line}")
+    if len(failures) > 10:
+        print(f"  ... and {len(failures) - 10} more failures")
+    return passed
+
+
+# --------------------------------------------------------------------------------------------
+# (b) Concurrent turns.
+# --------------------------------------------------------------------------------------------
+
+
+async def open_connections(port: int, count: int) -> list[Connection]:
+    connections: list[Connection] = []
+    try:
+        for start in range(0, count, 50):
+            batch = min(50, count - start)
+            connections += await asyncio.gather(*(Connection.open(port) for _ in range(batch)))
+    except BaseException:
+        for conn in connections:
+            conn.close()
+        raise
+    return connections
+
+
+async def direct_burst(stack: Stack, count: int, wait: float) -> list[DirectOutcome]:
+    connections = await open_connections(stack.fake_port, count)
+    try:
+        requests = [direct_request(message_text(i, "Direct burst")) for i in range(count)]
+        exchanges = await asyncio.gather(
+            *(
+                conn.exchange(req, wait=wait)
+                for conn, req in zip(connections, requests, strict=True)
+            )
+        )
+    finally:
+        for conn in connections:
+            conn.close()
+    return [read_completion(exchange) for exchange in exchanges]
+
+
+@dataclass
+class BurstCheck:
+    """Chat id -> the first problem found, per kind of problem."""
+
+    lost: dict[str, str] = field(default_factory=dict)
+    crossed: dict[str, str] = field(default_factory=dict)
+    not_ok: dict[str, str] = field(default_factory=dict)
+
+    def problems(self) -> list[str]:
+        found = [*self.lost.items(), *self.crossed.items(), *self.not_ok.items()]
+        return [f"chat {chat_id}: {problem}" for chat_id, problem in found]
+
+
+def _note(problems: dict[str, str], chat_id: str, problem: str) -> None:
+    problems.setdefault(chat_id, problem)
+
+
+async def check_burst(
+    stack: Stack,
+    control: Connection,
+    account: Account,
+    chats: Sequence[str],
+    contents: Sequence[str],
+    outcomes: Sequence[TurnOutcome],
+    schedule: Schedule,
+) -> BurstCheck:
+    """Every stream whole, its own chat's, and every chat stored as the stream said."""
+    check = BurstCheck()
+    for chat_id, content, outcome in zip(chats, contents, outcomes, strict=True):
+        if not outcome.ok:
+            _note(check.lost, chat_id, outcome.problem())
+        reply = await control.call("GET", f"/api/chats/{chat_id}", account.headers())
+        if reply.status != 200:
+            _note(check.lost, chat_id, f"GET answered {reply.status}")
+            continue
+        messages = reply.json()["messages"]
+        users = [m for m in messages if m["role"] == "user"]
+        answers = [m for m in messages if m["role"] == "assistant"]
+        if len(users) != 1 or users[0]["content"] != content:
+            _note(check.crossed, chat_id, f"stored user messages {users!r:.200}")
+        elif users[0]["id"] != outcome.user_message_id:
+            _note(
+                check.crossed,
+                chat_id,
+                f"stream named user message {outcome.user_message_id}, "
+                f"the chat holds {users[0]['id']}",
+            )
+        if [m["id"] for m in answers] != outcome.assistant_message_ids:
+            _note(
+                check.crossed,
+                chat_id,
+                f"stream named answers {outcome.assistant_message_ids}, "
+                f"the chat holds {[m['id'] for m in answers]}",
+            )
+        for answer in answers:
+            if answer["status"] != "ok":
+                _note(check.not_ok, chat_id, f"answer {answer['id']} {answer['status']}")
+            elif answer["content"] != outcome.text or answer["content"] != schedule.text:
+                _note(check.crossed, chat_id, f"answer {answer['id']} text differs")
+        if not answers:
+            _note(check.not_ok, chat_id, "no answer stored")
+    engine = create_engine(stack.database_url)
+    try:
+        async with async_sessionmaker(engine)() as db:
+            wanted = [uuid.UUID(c) for c in chats]
+            rows = await db.execute(
+                select(LlmRequest.chat_id, func.count(), func.count(LlmRequest.error))
+                .where(LlmRequest.chat_id.in_(wanted))
+                .group_by(LlmRequest.chat_id)
+            )
+            logged = {chat_id: (count, errors) for chat_id, count, errors in rows}
+    finally:
+        await engine.dispose()
+    for chat_id in chats:
+        count, errors = logged.get(uuid.UUID(chat_id), (0, 0))
+        if count != 1 or errors:
+            _note(check.lost, chat_id, f"{count} llm_requests rows, {errors} with errors")
+    return check
+
+
+async def part_b(
+    stack: Stack, account: Account, args: argparse.Namespace, schedule: Schedule
+) -> bool:
+    control = await Connection.open(stack.port)
+    passed = True
+    lines: list[str] = []
+    try:
+        for count in args.concurrency:
+            wait = 60.0 + count * 0.5
+            direct = await direct_burst(stack, count, wait)
+            direct_walls = [d.wall for d in direct if d.wall is not None]
+            chats = [await create_chat(control, account) for _ in range(count)]
+            contents = [
+                message_text(i, f"Concurrent turn of {count}, number") for i in range(count)
+            ]
+            requests = [turn_request(account, c, t) for c, t in zip(chats, contents, strict=True)]
+            connections = await open_connections(stack.port, count)
+            server_cpu = cpu_seconds(stack.server.pid)
+            fake_cpu = cpu_seconds(stack.fake.pid)
+            client_cpu = time.process_time()
+            started = time.perf_counter()
+            try:
+                exchanges = await asyncio.gather(
+                    *(
+                        conn.exchange(req, wait=wait)
+                        for conn, req in zip(connections, requests, strict=True)
+                    )
+                )
+            finally:
+                for conn in connections:
+                    conn.close()
+            elapsed = time.perf_counter() - started
+            client_used = time.process_time() - client_cpu
+            server_used = _used(cpu_seconds(stack.server.pid), server_cpu)
+            fake_used = _used(cpu_seconds(stack.fake.pid), fake_cpu)
+            outcomes = [read_turn(exchange) for exchange in exchanges]
+            await asyncio.sleep(0.5)  # the turns' last writes (lease release) follow [DONE]
+            check = await check_burst(stack, control, account, chats, contents, outcomes, schedule)
+            walls = [o.wall for o in outcomes if o.wall is not None]
+            ttfts = [o.ttft for o in outcomes if o.ttft is not None]
+            slowest = max(walls) if walls else float("nan")
+            ratio = slowest / schedule.nominal_seconds
+            complete = len(walls) == count and not (check.lost or check.crossed or check.not_ok)
+            verdict = "-"
+            if count == TARGET_CONCURRENCY:
+                ok = complete and ratio <= CONCURRENCY_TARGET
+                verdict = "PASS" if ok else "FAIL"
+                passed &= ok
+            else:
+                passed &= complete
+            lines.append(
+                f"{count:>5}{len(walls):>6}{len(check.lost):>6}{len(check.crossed):>8}"
+                f"{len(check.not_ok):>8}{ms(quantile(ttfts, 0.5)):>9}{ms(max(ttfts or [0])):>9}"
+                f"{ms(quantile(walls, 0.5)):>9}{ms(slowest):>9}{ratio:>8.3f}{verdict:>6}"
+                f"   {ms(max(direct_walls or [0])):>9}"
+                f"{_per_turn(server_used, count):>10}{_per_turn(fake_used, count):>9}"
+                f"{1000 * client_used / count:>9.2f}"
+            )
+            lines.extend(f"      {problem}" for problem in check.problems()[:5])
+            print(f"  (b) {count} concurrent turns in {elapsed:.2f} s", file=sys.stderr)
+            await asyncio.sleep(1.0)
+    finally:
+        control.close()
+
+    print()
+    print(
+        f"(b) concurrent turns, each in its own chat, all sent at once to one worker; schedule "
+        f"{schedule.nominal_seconds:.2f} s ({schedule.first_ms:g} ms + {schedule.tokens} x "
+        f"{schedule.interval_ms:g} ms); wall = request sent -> [DONE]"
+    )
+    print(
+        f"{'N':>5}{'done':>6}{'lost':>6}{'crossed':>8}{'not ok':>8}{'TTFT50':>9}{'TTFTmax':>9}"
+        f"{'wall50':>9}{'slowest':>9}{'/sched':>8}{'':>6}   {'fake-only':>9}"
+        f"{'srv CPU':>10}{'fake CPU':>9}{'cli CPU':>9}"
+    )
+    print(
+        f"{'':>5}{'':>6}{'':>6}{'':>8}{'':>8}{'ms':>9}{'ms':>9}{'ms':>9}{'ms':>9}{'':>8}{'':>6}"
+        f"   {'slowest ms':>9}{'ms/turn':>10}{'ms/turn':>9}{'ms/turn':>9}"
+    )
+    for line in lines:
+        print(line)
+    print(
+        f"target: every turn complete and uncrossed at every N; at N={TARGET_CONCURRENCY} the "
+        f"slowest <= {CONCURRENCY_TARGET:.2f} x schedule: {'PASS' if passed else 'FAIL'}"
+    )
+    return passed
+
+
+def _used(after: float | None, before: float | None) -> float | None:
+    return None if after is None or before is None else after - before
+
+
+def _per_turn(used: float | None, count: int) -> str:
+    return "-" if used is None else f"{1000 * used / count:.2f}"
+
+
+# --------------------------------------------------------------------------------------------
+# (c) Building the request for long chats.
+# --------------------------------------------------------------------------------------------
+
+_WORD_TEXT = (
+    "the a of to and in is it that for on with as this be are you can not or by from at an"
+    " we if will use function model request server database query session token cookie chat"
+    " message response latency throughput cache index migration schema column row table"
+    " python async await event loop worker process thread memory disk network retry timeout"
+    " error value result argument config provider stream upload file image document search"
+    " naïve café déjà-vu résumé über 東京 🙂"
+)
+_WORDS = tuple(_WORD_TEXT.split())
+_TOOLS = ("list_files", "web_search", "read_file")
+
+
+def prose(rng: random.Random, low: int, high: int) -> str:
+    target = rng.randint(low, high)
+    words: list[str] = []
+    length = 0
+    while length < target:
+        word = rng.choice(_WORDS)
+        words.append(word)
+        length += len(word) + 1
+    sentence = " ".join(words)
+    return sentence[0].upper() + sentence[1:] + "."
+
+
+async def seed_chat(
+    sessions: async_sessionmaker[AsyncSession],
+    user_id: uuid.UUID,
+    count: int,
+    *,
+    stored_responses: bool,
+) -> uuid.UUID:
+    """A chat of `count` messages, user and assistant in turn; every 4th one calls a tool."""
+    rng = random.Random(count * 2 + stored_responses)
+    start = datetime.now(UTC) - timedelta(minutes=count + 5)
+    async with sessions() as db:
+        chat = Chat(
+            user_id=user_id,
+            title=f"Benchmark chat of {count} messages",
+            model=CHAT_MODEL,
+            created_at=start,
+            updated_at=start + timedelta(minutes=count),
+        )
+        db.add(chat)
+        await db.flush()
+        messages: list[Message] = []
+        calls: list[tuple[Message, str, str, dict[str, Any]]] = []
+        for index in range(count):
+            at = start + timedelta(minutes=index, seconds=rng.random())
+            if index % 2 == 0:
+                messages.append(
+                    Message(
+                        chat_id=chat.id,
+                        role="user",
+                        content=prose(rng, 80, 400),
+                        status="ok",
+                        created_at=at,
+                        meta={},
+                    )
+                )
+                continue
+            content = prose(rng, 250, 900)
+            parts: list[ModelResponsePart] = [TextPart(content=content)]
+            tool: tuple[str, str, dict[str, Any]] | None = None
+            if index % 4 == 3:
+                tool = (
+                    f"call_{rng.getrandbits(96):024x}",
+                    rng.choice(_TOOLS),
+                    {"path": prose(rng, 10, 40), "limit": 50},
+                )
+                parts.append(ToolCallPart(tool_name=tool[1], args=tool[2], tool_call_id=tool[0]))
+            usage = RequestUsage(
+                input_tokens=rng.randint(500, 20_000), output_tokens=rng.randint(50, 800)
+            )
+            details = None
+            if stored_responses:
+                response = ModelResponse(
+                    parts=parts,
+                    usage=usage,
+                    model_name=PROVIDER_MODEL,
+                    timestamp=at,
+                    provider_name="openai",
+                    provider_response_id=f"chatcmpl-{rng.getrandbits(96):024x}",
+                    finish_reason="tool_call" if tool else "stop",
+                )
+                stored = ModelMessagesTypeAdapter.dump_python([response], mode="json")[0]
+                details = {"response": stored}
+            message = Message(
+                chat_id=chat.id,
+                role="assistant",
+                content=content,
+                status="ok",
+                model=CHAT_MODEL,
+                provider_details=details,
+                input_tokens=usage.input_tokens,
+                output_tokens=usage.output_tokens,
+                cache_read_tokens=0,
+                cache_write_tokens=0,
+                created_at=at,
+                meta={},
+            )
+            messages.append(message)
+            if tool is not None:
+                calls.append((message, *tool))
+        db.add_all(messages)
+        await db.flush()
+        db.add_all(
+            ChatLlmTool(
+                chat_id=chat.id,
+                message_id=message.id,
+                tool_call_id=call_id,
+                name=name,
+                arguments=arguments,
+                status="done",
+                result=prose(rng, 150, 600),
+                result_type="text",
+                created_at=message.created_at,
+                updated_at=message.created_at,
+            )
+            for message, call_id, name, arguments in calls
+        )
+        await db.commit()
+        return chat.id
+
+
+@contextlib.contextmanager
+def statements(engine: Any) -> Any:
+    """Collects every SQL statement the engine sends while the block runs."""
+    seen: list[str] = []
+
+    def record(_conn: Any, _cursor: Any, sql: str, *_rest: Any) -> None:
+        seen.append(sql)
+
+    event.listen(engine.sync_engine, "before_cursor_execute", record)
+    try:
+        yield seen
+    finally:
+        event.remove(engine.sync_engine, "before_cursor_execute", record)
+
+
+def statement_kind(sql: str) -> str:
+    """`SELECT messages`, `UPDATE chats`, ...: the verb and the first table named."""
+    words = sql.replace('"', "").split()
+    if not words:
+        return "?"
+    verb = words[0].upper()
+    upper = [word.upper() for word in words]
+    try:
+        if verb == "UPDATE":
+            table = words[1]
+        elif verb in ("SELECT", "DELETE", "INSERT"):
+            table = words[upper.index("INTO" if verb == "INSERT" else "FROM") + 1]
+        else:
+            return verb
+    except (IndexError, ValueError):
+        return verb
+    return f"{verb} {table.split('.')[-1].strip('(),')}"
+
+
+@dataclass
+class SizeResult:
+    size: int
+    variant: str
+    load: float
+    build: float
+    load_queries: int
+    repeats: int
+    history_messages: int
+
+
+async def time_build(
+    sessions: async_sessionmaker[AsyncSession],
+    engine: Any,
+    chat_id: uuid.UUID,
+    size: int,
+    variant: str,
+    repeats: int,
+    budget: float,
+) -> SizeResult:
+    async def once() -> tuple[float, float, int]:
+        started = time.perf_counter()
+        async with sessions() as db:
+            rows = await load_rows(db, chat_id)
+        loaded = time.perf_counter()
+        history = build_history(rows)
+        built = time.perf_counter()
+        return loaded - started, built - loaded, len(history)
+
+    with statements(engine) as seen:
+        await once()  # warm: pool connection, compiled statement cache
+    load_queries = len(seen)
+    loads: list[float] = []
+    builds: list[float] = []
+    messages = 0
+    deadline = time.monotonic() + budget
+    while len(loads) < repeats and (len(loads) < 3 or time.monotonic() < deadline):
+        load, build, messages = await once()
+        loads.append(load)
+        builds.append(build)
+    return SizeResult(
+        size,
+        variant,
+        statistics.median(loads),
+        statistics.median(builds),
+        load_queries,
+        len(loads),
+        messages,
+    )
+
+
+async def turn_statements(
+    client: httpx.AsyncClient, engine: Any, chat_id: uuid.UUID, csrf: str
+) -> tuple[Counter[str], float]:
+    """The statements a whole turn in `chat_id` runs, and its wall time in this process."""
+    with statements(engine) as seen:
+        started = time.perf_counter()
+        response = await client.post(
+            f"/api/chats/{chat_id}/messages",
+            json={"content": "One more question about the query plan."},
+            headers={"X-CSRF-Token": csrf},
+        )
+        elapsed = time.perf_counter() - started
+        if response.status_code != 200 or "data: [DONE]" not in response.text:
+            raise RuntimeError(f"the turn answered {response.status_code}: {response.text[:300]}")
+        name = f"hearth-turn-{chat_id}"
+        running = [t for t in asyncio.all_tasks() if t.get_name() == name]
+        if running:  # the lease release follows the end of the stream
+            await asyncio.wait_for(asyncio.gather(*running), 30)
+    return Counter(statement_kind(sql) for sql in seen), elapsed
+
+
+async def part_c(args: argparse.Namespace, workdir: Path) -> bool:
+    log_path = workdir / "part-c.log"
+    results: list[SizeResult] = []
+    turn_counts: dict[int, Counter[str]] = {}
+    turn_times: dict[int, float] = {}
+    with log_path.open("wb") as log:
+        fake, fake_port = await start_fake(INSTANT_SCHEDULE, log)
+        try:
+            async with fresh_database(args.db, args.pg_url, workdir, "build") as url:
+                engine = create_engine(url)
+                try:
+                    await upgrade(engine)
+                finally:
+                    await engine.dispose()
+                providers = workdir / "providers-c.yaml"
+                providers.write_text(providers_yaml(fake_port))
+                os.environ[PROVIDER_KEY_ENV] = PROVIDER_KEY
+                settings = Settings(
+                    _env_file=None,
+                    database_url=url,
+                    data_dir=workdir / "data-c",
+                    secret_key=secrets.token_urlsafe(32),
+                    providers_file=providers,
+                )
+                app = create_app(settings)
+                services = app.state.services
+                try:
+                    transport = httpx.ASGITransport(app=app)
+                    async with httpx.AsyncClient(
+                        transport=transport, base_url=f"http://{LOOPBACK}", timeout=120
+                    ) as client:
+                        reply = await client.post(
+                            "/api/auth/register",
+                            json={"email": "bench-c@example.com", "password": "correct horse"},
+                        )
+                        if reply.status_code != 201:
+                            raise RuntimeError(f"register answered {reply.status_code}")
+                        user_id = uuid.UUID(reply.json()["id"])
+                        csrf = client.cookies["hearth_csrf"]
+                        warm = await seed_chat(services.sessions, user_id, 8, stored_responses=True)
+                        await turn_statements(client, services.engine, warm, csrf)
+                        for size in args.sizes:
+                            chats = {}
+                            for variant, stored in (("stored", True), ("columns", False)):
+                                chats[variant] = await seed_chat(
+                                    services.sessions, user_id, size, stored_responses=stored
+                                )
+                                results.append(
+                                    await time_build(
+                                        services.sessions,
+                                        services.engine,
+                                        chats[variant],
+                                        size,
+                                        variant,
+                                        args.repeats,
+                                        budget=30.0,
+                                    )
+                                )
+                            counts, elapsed = await turn_statements(
+                                client, services.engine, chats["stored"], csrf
+                            )
+                            turn_counts[size] = counts
+                            turn_times[size] = elapsed
+                            print(f"  (c) {size} messages done", file=sys.stderr, flush=True)
+                finally:
+                    await services.engine.dispose()
+        finally:
+            stop_process(fake)
+    return report_c(args, results, turn_counts, turn_times)
+
+
+def report_c(
+    args: argparse.Namespace,
+    results: list[SizeResult],
+    turn_counts: dict[int, Counter[str]],
+    turn_times: dict[int, float],
+) -> bool:
+    print()
+    print(
+        f"(c) building the request for long chats (load_rows + build_history, median of up to "
+        f"{args.repeats}); user and assistant in turn, a tool call every 4th message"
+    )
+    print(
+        f"{'messages':>9}{'rows':>9}{'runs':>6}{'load ms':>10}{'build ms':>10}{'total ms':>10}"
+        f"{'us/msg':>8}{'load SQL':>9}   {'turn SQL':>8}{'SELECTs':>8}{'turn ms':>9}"
+    )
+    passed = True
+    for variant in ("stored", "columns"):
+        rows = [r for r in results if r.variant == variant]
+        label = (
+            "assistant rows with provider_details.response (as the recorder stores them)"
+            if variant == "stored"
+            else "assistant rows without provider_details (rebuilt from columns)"
+        )
+        print(f"  {label}")
+        for r in rows:
+            total = r.load + r.build
+            turn = ""
+            if variant == "stored" and r.size in turn_counts:
+                counts = turn_counts[r.size]
+                selects = sum(n for kind, n in counts.items() if kind.startswith("SELECT"))
+                turn = (
+                    f"   {sum(counts.values()):>8}{selects:>8}"
+                    f"{ms(turn_times.get(r.size, float('nan'))):>9}"
+                )
+            print(
+                f"{r.size:>9}{r.history_messages:>9}{r.repeats:>6}{ms(r.load):>10}"
+                f"{ms(r.build):>10}{ms(total):>10}{1e6 * total / r.size:>8.1f}"
+                f"{r.load_queries:>9}{turn}"
+            )
+        if len(rows) >= 2:
+            small, large = rows[0], rows[-1]
+            growth = (large.load + large.build) / (small.load + small.build)
+            allowed = GROWTH_TARGET * large.size / small.size / 10
+            ok = growth <= allowed
+            same = len({r.load_queries for r in rows}) == 1
+            passed &= ok and same
+            counts = sorted({r.load_queries for r in rows})
+            print(
+                f"  {large.size}/{small.size} messages: x{growth:.2f} (target <= {allowed:g}) "
+                f"{'PASS' if ok else 'FAIL'}; statements per load_rows {counts}, "
+                f"{'equal for every size' if same else 'DIFFER by size'}"
+            )
+    if turn_counts:
+        kinds = list(turn_counts.values())
+        same = all(k == kinds[0] for k in kinds)
+        passed &= same
+        breakdown = ", ".join(f"{n} {kind}" for kind, n in sorted(kinds[0].items()))
+        print(
+            f"  statements per whole turn {'equal for every size' if same else 'DIFFER by size'}"
+            f": {breakdown}"
+        )
+        if not same:
+            for size, counts in turn_counts.items():
+                print(f"    {size}: {dict(sorted(counts.items()))}")
+    print(f"target: linear growth and a fixed statement count: {'PASS' if passed else 'FAIL'}")
+    return passed
+
+
+# --------------------------------------------------------------------------------------------
+# Running it.
+# --------------------------------------------------------------------------------------------
+
+
+async def orchestrate(args: argparse.Namespace) -> bool:
+    schedule = Schedule.parse(args.schedule)
+    workdir = Path(tempfile.mkdtemp(prefix="hearth-turn-bench-"))
+    print(
+        f"hearth turn overhead on {args.db}; fake OpenAI provider, schedule {args.schedule} "
+        f"({schedule.nominal_seconds:.2f} s); Python {platform.python_version()}, "
+        f"{os.cpu_count()} CPUs, {platform.machine()}"
+    )
+    verdicts: dict[str, bool] = {}
+    try:
+        if {"a", "b"} & set(args.parts):
+            async with (
+                fresh_database(args.db, args.pg_url, workdir, "turns") as url,
+                running_stack(url, workdir, args.schedule) as stack,
+            ):
+                control = await Connection.open(stack.port)
+                try:
+                    account = await register(control)
+                finally:
+                    control.close()
+                if "a" in args.parts:
+                    verdicts["a"] = await part_a(stack, account, args)
+                if "b" in args.parts:
+                    verdicts["b"] = await part_b(stack, account, args, schedule)
+                if stack.server.poll() is not None:
+                    raise RuntimeError("the server exited during the run")
+                problems = log_problems(stack.log_path)
+                if problems:
+                    print(f"\nthe server or the fake logged {len(problems)} error lines:")
+                    for line in problems[:10]:
+                        print(f"  {line}")
+        if "c" in args.parts:
+            verdicts["c"] = await part_c(args, workdir)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    print()
+    print(
+        "summary: " + ", ".join(f"({p}) {'PASS' if ok else 'FAIL'}" for p, ok in verdicts.items())
+    )
+    return all(verdicts.values())
+
+
+def _run(main: Coroutine[Any, Any, bool]) -> bool:
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(main)
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        return runner.run(main)
+
+
+def _int_list(text: str) -> list[int]:
+    return [int(part) for part in text.split(",") if part.strip()]
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n", 1)[0])
+    parser.add_argument("--db", choices=("sqlite", "postgresql"), default="sqlite")
+    parser.add_argument(
+        "--pg-url",
+        default=DEFAULT_PG_URL,
+        help="an existing database on the server where the benchmark's own one is created",
+    )
+    parser.add_argument("--parts", default="a,b,c", help="which of a, b, c to run")
+    parser.add_argument("--sequential", type=int, default=200, help="turns in (a)")
+    parser.add_argument("--concurrency", default="50,100,200", help="turns at once in (b)")
+    parser.add_argument("--sizes", default="200,1000,2000", help="chat lengths in (c)")
+    parser.add_argument("--repeats", type=int, default=15, help="timed builds per size in (c)")
+    parser.add_argument("--schedule", default=DEFAULT_SCHEDULE, help="the fake's answer")
+    parser.add_argument("--time-limit", type=float, default=1200.0, help="seconds for (a)")
+    args = parser.parse_args(argv)
+    args.parts = sorted({part.strip() for part in args.parts.split(",") if part.strip()})
+    try:
+        args.concurrency = _int_list(args.concurrency)
+        args.sizes = sorted(_int_list(args.sizes))
+        Schedule.parse(args.schedule)
+    except ValueError as exc:
+        parser.error(str(exc))
+    limits = (
+        (set(args.parts) <= {"a", "b", "c"} and args.parts, "--parts takes a, b and c"),
+        (1 <= args.sequential <= 10_000, "--sequential must be in [1, 10000]"),
+        (all(1 <= n <= 1000 for n in args.concurrency), "--concurrency values in [1, 1000]"),
+        (all(2 <= n <= 20_000 for n in args.sizes), "--sizes values in [2, 20000]"),
+        (1 <= args.repeats <= 1000, "--repeats must be in [1, 1000]"),
+        (0 < args.time_limit <= 7200, "--time-limit must be in (0, 7200]"),
+    )
+    for ok, message in limits:
+        if not ok:
+            parser.error(message)
+    if args.db == "postgresql" and make_url(args.pg_url).host not in (LOOPBACK, "localhost"):
+        parser.error("--pg-url must point at 127.0.0.1")
+    return args
+
+
+def main() -> None:
+    args = parse_args()
+    sys.exit(0 if _run(orchestrate(args)) else 1)
+
+
+if __name__ == "__main__":
+    main()

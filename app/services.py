@@ -30,11 +30,17 @@ class Services:
     registry: ModelRegistry
     clock: Clock = field(default_factory=Clock)
     turns: TurnSupervisor = field(init=False)
+    _policy: tuple[Settings, SessionPolicy] | None = field(default=None, init=False, repr=False)
     """The turns running in this process; attached by `create_app`."""
 
     @property
     def session_policy(self) -> SessionPolicy:
-        return SessionPolicy(
-            idle=timedelta(days=self.settings.session_idle_days),
-            lifetime=timedelta(days=self.settings.session_max_days),
-        )
+        settings = self.settings
+        cached = self._policy
+        if cached is None or cached[0] is not settings:
+            policy = SessionPolicy(
+                idle=timedelta(days=settings.session_idle_days),
+                lifetime=timedelta(days=settings.session_max_days),
+            )
+            self._policy = cached = (settings, policy)
+        return cached[1]

@@ -12,7 +12,7 @@ from app.api.schemas.common import error_responses
 from app.api.schemas.users import LoginIn, RegisterIn, SignedInOut
 from app.auth import throttle
 from app.auth.passwords import hash_password, verify_password
-from app.auth.sessions import open_session, revoke_session
+from app.auth.sessions import SessionUser, open_session, revoke_session
 from app.auth.tokens import CSRF_COOKIE, SESSION_COOKIE
 from app.db.models import User
 from app.services import Services
@@ -20,7 +20,7 @@ from app.services import Services
 router = APIRouter(prefix="/api/auth", tags=["auth"])
 
 
-def user_dict(user: User) -> dict[str, object]:
+def user_dict(user: User | SessionUser) -> dict[str, object]:
     return {
         "id": user.id,
         "email": user.email,

@@ -19,7 +19,7 @@ from app.services import Services
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
-def get_services(request: Request) -> Services:
+async def get_services(request: Request) -> Services:
     return request.app.state.services
 
 

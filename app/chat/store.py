@@ -13,49 +13,36 @@ from collections import defaultdict
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, delete, or_, select
+from sqlalchemy import and_, bindparam, delete, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.api.pagination import Cursor
 from app.chat import views
 from app.db.models import Chat, ChatLlmTool, Message, Upload
 
-_MESSAGE_COLUMNS = (
-    Message.id,
-    Message.chat_id,
-    Message.role,
-    Message.content,
-    Message.reasoning,
-    Message.status,
-    Message.error,
-    Message.model,
-    Message.created_at,
-    Message.input_tokens,
-    Message.output_tokens,
-    Message.cache_read_tokens,
-    Message.cache_write_tokens,
-    Message.meta,
+_CHAT_DETAIL = select(
+    Chat.id,
+    Chat.title,
+    Chat.model,
+    Chat.created_at,
+    Chat.updated_at,
+    Chat.turn_owner,
+    Chat.turn_lease_until,
+).where(Chat.id == bindparam("chat_id"), Chat.user_id == bindparam("user_id"))
+_MESSAGES = (
+    select(*(getattr(Message, name) for name in views.MESSAGE_COLUMNS))
+    .where(Message.chat_id == bindparam("chat_id"))
+    .order_by(Message.id)
 )
-_TOOL_COLUMNS = (
-    ChatLlmTool.id,
-    ChatLlmTool.message_id,
-    ChatLlmTool.tool_call_id,
-    ChatLlmTool.name,
-    ChatLlmTool.arguments,
-    ChatLlmTool.status,
-    ChatLlmTool.result,
-    ChatLlmTool.preview_old,
-    ChatLlmTool.preview_new,
+_TOOL_CALLS = (
+    select(*(getattr(ChatLlmTool, name) for name in views.TOOL_COLUMNS))
+    .where(ChatLlmTool.chat_id == bindparam("chat_id"))
+    .order_by(ChatLlmTool.id)
 )
-_UPLOAD_COLUMNS = (
-    Upload.id,
-    Upload.filename,
-    Upload.mime,
-    Upload.size,
-    Upload.sha256,
-    Upload.stored_path,
-    Upload.created_at,
+_UPLOADS = select(*(getattr(Upload, name) for name in views.UPLOAD_COLUMNS)).where(
+    Upload.user_id == bindparam("user_id"), Upload.id.in_(bindparam("ids", expanding=True))
 )
+"""Built once: the chat route runs them on every request, so they are compiled once too."""
 
 
 async def get_chat(db: AsyncSession, user_id: uuid.UUID, chat_id: uuid.UUID) -> Chat | None:
@@ -91,55 +78,32 @@ async def chat_detail(
     db: AsyncSession, user_id: uuid.UUID, chat_id: uuid.UUID, now: datetime
 ) -> dict[str, Any] | None:
     """The chat with messages, tool calls and uploads as JSON-ready dicts; None if not theirs."""
-    chat = (
-        await db.execute(
-            select(
-                Chat.id,
-                Chat.title,
-                Chat.model,
-                Chat.created_at,
-                Chat.updated_at,
-                Chat.turn_owner,
-                Chat.turn_lease_until,
-            ).where(Chat.id == chat_id, Chat.user_id == user_id)
-        )
-    ).one_or_none()
+    connection = await db.connection()
+    keys = {"chat_id": chat_id, "user_id": user_id}
+    chat = (await connection.execute(_CHAT_DETAIL, keys)).first()
     if chat is None:
         return None
-    messages = (
-        await db.execute(
-            select(*_MESSAGE_COLUMNS).where(Message.chat_id == chat_id).order_by(Message.id)
-        )
-    ).all()
-    tools = (
-        await db.execute(
-            select(*_TOOL_COLUMNS).where(ChatLlmTool.chat_id == chat_id).order_by(ChatLlmTool.id)
-        )
-    ).all()
+    messages = (await connection.execute(_MESSAGES, keys)).all()
     tools_by_message: dict[int, list[dict[str, Any]]] = defaultdict(list)
-    for tool in tools:
-        tools_by_message[tool.message_id].append(views.tool_call(tool))
+    for tool in (await connection.execute(_TOOL_CALLS, keys)).all():
+        tools_by_message[tool[0]].append(views.tool_call(tool))
 
+    meta_index = views.MESSAGE_COLUMNS.index("meta")
     attachment_ids = {
         uuid.UUID(str(upload_id))
         for message in messages
-        for upload_id in (message.meta or {}).get("attachments", ())
+        if message[meta_index]
+        for upload_id in message[meta_index].get("attachments", ())
     }
     uploads: dict[str, dict[str, Any]] = {}
     if attachment_ids:
-        rows = (
-            await db.execute(
-                select(*_UPLOAD_COLUMNS).where(
-                    Upload.user_id == user_id, Upload.id.in_(attachment_ids)
-                )
-            )
-        ).all()
-        uploads = {str(row.id): views.upload(row) for row in rows}
+        rows = (await connection.execute(_UPLOADS, {**keys, "ids": list(attachment_ids)})).all()
+        uploads = {str(row[0]): views.upload(row) for row in rows}
 
     return {
         **views.chat(chat, now),
         "messages": [
-            views.message(message, tools_by_message.get(message.id, []), uploads)
+            views.message(message, tools_by_message.get(message[0], []), uploads)
             for message in messages
         ],
         "summaries": [],

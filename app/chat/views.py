@@ -1,14 +1,47 @@
 """Rows as the API shows them (API.md): plain dicts, ready for orjson.
 
-Each function takes a row (ORM object or Core row with the same attribute names) and returns
-exactly the fields of its schema in `app.api.schemas.chats`; the API tests check the two agree.
+The chat route serialises hundreds of rows per request, so rows arrive as plain tuples in the
+column order this module declares (`MESSAGE_COLUMNS`, `TOOL_COLUMNS`, `UPLOAD_COLUMNS`) and are
+unpacked positionally; attribute access on SQLAlchemy rows costs ten times more. The queries in
+`app.chat.store` select exactly these columns. The API tests check every dict against its
+schema in `app.api.schemas.chats`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 from urllib.parse import quote
+
+MESSAGE_COLUMNS = (
+    "id",
+    "chat_id",
+    "role",
+    "content",
+    "reasoning",
+    "status",
+    "error",
+    "model",
+    "created_at",
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "meta",
+)
+TOOL_COLUMNS = (
+    "message_id",
+    "id",
+    "tool_call_id",
+    "name",
+    "arguments",
+    "status",
+    "result",
+    "preview_old",
+    "preview_new",
+)
+UPLOAD_COLUMNS = ("id", "filename", "mime", "size", "sha256", "stored_path", "created_at")
 
 
 def chat(row: Any, now: datetime) -> dict[str, Any]:
@@ -23,62 +56,77 @@ def chat(row: Any, now: datetime) -> dict[str, Any]:
     }
 
 
-def upload(row: Any) -> dict[str, Any]:
+def upload(row: Sequence[Any]) -> dict[str, Any]:
+    upload_id, filename, mime, size, sha256, stored_path, created_at = row
     return {
-        "id": row.id,
-        "filename": row.filename,
-        "mime": row.mime,
-        "size": row.size,
-        "sha256": row.sha256,
-        "path": row.stored_path,
-        "url": f"/data/{row.id}/{quote(row.filename, safe='')}",
-        "created_at": row.created_at,
+        "id": upload_id,
+        "filename": filename,
+        "mime": mime,
+        "size": size,
+        "sha256": sha256,
+        "path": stored_path,
+        "url": f"/data/{upload_id}/{quote(filename, safe='')}",
+        "created_at": created_at,
         "ingestion": None,
     }
 
 
-def tool_call(row: Any) -> dict[str, Any]:
+def tool_call(row: Sequence[Any]) -> dict[str, Any]:
+    _, call_id, tool_call_id, name, arguments, status, result, preview_old, preview_new = row
     return {
-        "id": row.id,
-        "tool_call_id": row.tool_call_id,
-        "name": row.name,
-        "arguments": row.arguments,
-        "status": row.status,
-        "result": row.result,
-        "preview_old": row.preview_old,
-        "preview_new": row.preview_new,
+        "id": call_id,
+        "tool_call_id": tool_call_id,
+        "name": name,
+        "arguments": arguments,
+        "status": status,
+        "result": result,
+        "preview_old": preview_old,
+        "preview_new": preview_new,
         "media": [],
     }
 
 
-def usage(row: Any) -> dict[str, int] | None:
-    if row.input_tokens is None and row.output_tokens is None:
-        return None
-    return {
-        "input_tokens": row.input_tokens or 0,
-        "output_tokens": row.output_tokens or 0,
-        "cache_read_tokens": row.cache_read_tokens or 0,
-        "cache_write_tokens": row.cache_write_tokens or 0,
-    }
-
-
 def message(
-    row: Any, tool_calls: list[dict[str, Any]], uploads: dict[str, dict[str, Any]]
+    row: Sequence[Any], tool_calls: list[dict[str, Any]], uploads: dict[str, dict[str, Any]]
 ) -> dict[str, Any]:
-    attachment_ids = (row.meta or {}).get("attachments", ())
+    (
+        message_id,
+        chat_id,
+        role,
+        content,
+        reasoning,
+        status,
+        error,
+        model,
+        created_at,
+        input_tokens,
+        output_tokens,
+        cache_read_tokens,
+        cache_write_tokens,
+        meta,
+    ) = row
+    usage = None
+    if input_tokens is not None or output_tokens is not None:
+        usage = {
+            "input_tokens": input_tokens or 0,
+            "output_tokens": output_tokens or 0,
+            "cache_read_tokens": cache_read_tokens or 0,
+            "cache_write_tokens": cache_write_tokens or 0,
+        }
+    attachment_ids = meta.get("attachments", ()) if meta else ()
     return {
-        "id": row.id,
-        "chat_id": row.chat_id,
-        "role": row.role,
-        "content": row.content,
-        "reasoning": row.reasoning,
-        "status": row.status,
-        "error": row.error,
-        "model": row.model,
-        "created_at": row.created_at,
+        "id": message_id,
+        "chat_id": chat_id,
+        "role": role,
+        "content": content,
+        "reasoning": reasoning,
+        "status": status,
+        "error": error,
+        "model": model,
+        "created_at": created_at,
         "attachments": [uploads[str(i)] for i in attachment_ids if str(i) in uploads],
         "tool_calls": tool_calls,
-        "usage": usage(row),
+        "usage": usage,
         "citations": [],
         "citation_status": None,
     }

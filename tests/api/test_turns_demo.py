@@ -219,3 +219,37 @@ async def test_deleting_a_chat_stops_its_turn(user: Client, services: Services) 
     assert (await user.get(f"/api/chats/{chat_id}")).status_code == 404
     await asyncio.sleep(0.2)
     assert services.turns.local_turn(uuid.UUID(chat_id)) is None
+
+
+async def test_attachments_are_kept_and_returned_with_the_message(
+    user: Client, services: Services
+) -> None:
+    from app.db.models import Upload
+
+    chat_id = await new_chat(user)
+    upload_id = uuid.uuid4()
+    async with services.sessions() as db:
+        db.add(
+            Upload(
+                id=upload_id,
+                user_id=uuid.UUID(user.user["id"]),
+                filename="chart one.png",
+                stored_path=f"uploads/{upload_id}/chart one.png",
+                mime="image/png",
+                size=20431,
+                sha256="a" * 64,
+                created_at=services.clock.now(),
+            )
+        )
+        await db.commit()
+    response = await user.post(
+        f"/api/chats/{chat_id}/messages",
+        json={"content": "see this", "attachments": [str(upload_id), str(upload_id)]},
+    )
+    assert response.status_code == 200
+    chat = await wait_until_idle(user, chat_id)
+    [attachment] = chat["messages"][0]["attachments"]
+    assert attachment["id"] == str(upload_id)
+    assert attachment["url"] == f"/data/{upload_id}/chart%20one.png"
+    assert attachment["path"] == f"uploads/{upload_id}/chart one.png"
+    assert attachment["mime"] == "image/png" and attachment["size"] == 20431

@@ -110,7 +110,7 @@ _SESSION_SQL = text(
 )
 _TOUCH_SQL = text("UPDATE auth_sessions SET last_seen_at = :now WHERE id = :id")
 _CHAT_SQL = text(
-    "SELECT id, title, model, created_at, updated_at FROM chats"
+    "SELECT id, title, model, created_at, updated_at, turn_owner, turn_lease_until FROM chats"
     " WHERE id = :chat_id AND user_id = :user_id"
 )
 _MESSAGES_SQL = text(
@@ -282,6 +282,7 @@ class BareTwin:
                 rows = await conn.execute(_UPLOADS_SQL, {"user_id": user_id, "ids": ids})
                 uploads = {str(self.to_uuid(row[0])): self._upload(row) for row in rows}
 
+        now = datetime.now(UTC)
         to_uuid, to_time, to_json = self.to_uuid, self.to_time, self.to_json
         calls: dict[int, list[dict[str, Any]]] = {}
         for tid, message_id, call_id, name, arguments, status, result, old, new in tools:
@@ -329,7 +330,8 @@ class BareTwin:
                     "citation_status": None,
                 }
             )
-        cid, title, model, created_at, updated_at = chat
+        cid, title, model, created_at, updated_at, owner, lease = chat
+        lease_until = to_time(lease) if lease is not None else None
         return _json(
             {
                 "id": to_uuid(cid),
@@ -337,6 +339,7 @@ class BareTwin:
                 "model": model,
                 "created_at": to_time(created_at),
                 "updated_at": to_time(updated_at),
+                "running": owner is not None and lease_until is not None and lease_until >= now,
                 "messages": items,
                 "summaries": [],
             }

@@ -6,7 +6,7 @@ import uuid
 
 from fastapi import APIRouter, HTTPException, Response
 
-from app.api.deps import Auth, DbSession, ServicesDep
+from app.api.deps import Auth, Connection, DbSession, ServicesDep
 from app.api.errors import unprocessable
 from app.api.json import json_response
 from app.api.pagination import Cursor, CursorQuery, LimitQuery
@@ -78,10 +78,10 @@ async def list_chats(
 
 @router.get("/{chat_id}", response_model=ChatDetailOut, responses=error_responses(401, 404))
 async def get_chat(
-    chat_id: uuid.UUID, auth: Auth, services: ServicesDep, db: DbSession
+    chat_id: uuid.UUID, auth: Auth, services: ServicesDep, connection: Connection
 ) -> Response:
     """A chat with its messages in order."""
-    detail = await store.chat_detail(db, auth.user.id, chat_id, services.clock.now())
+    detail = await store.chat_detail(connection, auth.user.id, chat_id, services.clock.now())
     if detail is None:
         raise HTTPException(404, "chat not found")
     return json_response(detail)

@@ -1,5 +1,7 @@
-"""Dependencies every route shares: the services, a database session, the signed-in user.
+"""Dependencies every route shares: the services, the database, the signed-in user.
 
+A request holds at most one pooled connection: authentication reads the session on it with one
+Core statement, and a route that needs the ORM gets a session bound to that same connection.
 Authentication and the CSRF check are one dependency, so a route that needs a user can't
 forget the CSRF check on a state-changing method.
 """
@@ -10,7 +12,7 @@ from collections.abc import AsyncIterator
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from app.auth.sessions import Authenticated, resolve_session
 from app.auth.tokens import CSRF_COOKIE, CSRF_HEADER, SESSION_COOKIE
@@ -26,20 +28,32 @@ async def get_services(request: Request) -> Services:
 ServicesDep = Annotated[Services, Depends(get_services)]
 
 
-async def get_db(services: ServicesDep) -> AsyncIterator[AsyncSession]:
-    async with services.sessions() as session:
+async def get_connection(request: Request) -> AsyncIterator[AsyncConnection]:
+    async with request.app.state.services.engine.connect() as connection:
+        yield connection
+
+
+Connection = Annotated[AsyncConnection, Depends(get_connection)]
+
+
+async def get_db(connection: Connection) -> AsyncIterator[AsyncSession]:
+    if connection.in_transaction():
+        # End the read that authentication began, so the session owns (and commits) its own.
+        await connection.rollback()
+    async with AsyncSession(bind=connection, expire_on_commit=False) as session:
         yield session
 
 
 DbSession = Annotated[AsyncSession, Depends(get_db)]
 
 
-async def require_auth(request: Request, services: ServicesDep, db: DbSession) -> Authenticated:
+async def require_auth(request: Request, connection: Connection) -> Authenticated:
+    services: Services = request.app.state.services
     cookie = request.cookies.get(SESSION_COOKIE)
     if not cookie:
         raise HTTPException(401, "not signed in")
     auth = await resolve_session(
-        db, services.codec, cookie, services.clock.now(), services.session_policy
+        connection, services.codec, cookie, services.clock.now(), services.session_policy
     )
     if auth is None:
         raise HTTPException(401, "session expired or signed out; sign in again")

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from sqlalchemy import bindparam, select, update
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from app.auth.tokens import TokenCodec
 from app.db.models import AuthSession, User
@@ -88,13 +88,16 @@ async def open_session(
 
 
 async def resolve_session(
-    db: AsyncSession, codec: TokenCodec, cookie: str, now: datetime, policy: SessionPolicy
+    connection: AsyncConnection,
+    codec: TokenCodec,
+    cookie: str,
+    now: datetime,
+    policy: SessionPolicy,
 ) -> Authenticated | None:
     """The live session behind a cookie, or None (bad signature, unknown, expired, revoked)."""
     token = codec.unsign(cookie)
     if token is None:
         return None
-    connection = await db.connection()
     row = (
         await connection.execute(
             _LOOKUP,
@@ -105,10 +108,10 @@ async def resolve_session(
         return None
     session_id, last_seen, *user = row
     if now - last_seen >= TOUCH_INTERVAL:
-        await db.execute(
+        await connection.execute(
             update(AuthSession).where(AuthSession.id == session_id).values(last_seen_at=now)
         )
-        await db.commit()
+        await connection.commit()
     return Authenticated(user=SessionUser(*user), session_id=session_id, token=token)
 
 

@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import and_, bindparam, delete, or_, select
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from app.api.pagination import Cursor
 from app.chat import views
@@ -75,10 +75,9 @@ async def delete_chat(db: AsyncSession, user_id: uuid.UUID, chat_id: uuid.UUID) 
 
 
 async def chat_detail(
-    db: AsyncSession, user_id: uuid.UUID, chat_id: uuid.UUID, now: datetime
+    connection: AsyncConnection, user_id: uuid.UUID, chat_id: uuid.UUID, now: datetime
 ) -> dict[str, Any] | None:
     """The chat with messages, tool calls and uploads as JSON-ready dicts; None if not theirs."""
-    connection = await db.connection()
     keys = {"chat_id": chat_id, "user_id": user_id}
     chat = (await connection.execute(_CHAT_DETAIL, keys)).first()
     if chat is None:

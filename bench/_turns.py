@@ -95,7 +95,10 @@ def _parse_head(head: bytes) -> tuple[int, list[tuple[str, str]], int | None, bo
 class Connection:
     """A keep-alive HTTP/1.1 connection to 127.0.0.1 that reads responses as they stream."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def __init__(
+        self, port: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        self.port = port
         self.reader = reader
         self.writer = writer
         self.usable = True
@@ -108,7 +111,13 @@ class Connection:
         sock = writer.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        return cls(reader, writer)
+        return cls(port, reader, writer)
+
+    async def reopen(self) -> None:
+        """A new socket in place of this one (the server may close an idle keep-alive)."""
+        self.close()
+        fresh = await Connection.open(self.port)
+        self.reader, self.writer, self.usable = fresh.reader, fresh.writer, True
 
     def close(self) -> None:
         self.usable = False
@@ -188,12 +197,23 @@ class Connection:
         payload: Any = None,
         wait: float = 30.0,
     ) -> Exchange:
-        """A JSON request (`payload`, when given, as the body) and its whole response."""
+        """A JSON request (`payload`, when given, as the body) and its whole response.
+
+        A connection the server closed while it was idle is replaced, and the request sent once
+        more on the new one when the old one got no answer at all.
+        """
         body = b"" if payload is None else orjson.dumps(payload)
         all_headers = dict(headers or {})
         if payload is not None:
             all_headers["Content-Type"] = "application/json"
-        return await self.exchange(build_request(method, path, all_headers, body), wait=wait)
+        request = build_request(method, path, all_headers, body)
+        if not self.usable:
+            await self.reopen()
+        reply = await self.exchange(request, wait=wait)
+        if reply.status == 0 and not self.usable:
+            await self.reopen()
+            reply = await self.exchange(request, wait=wait)
+        return reply
 
 
 # --------------------------------------------------------------------------------------------

@@ -182,8 +182,8 @@ class BareTwin:
     def __init__(self, engine: AsyncEngine, secret_key: str, idle: timedelta) -> None:
         secret = secret_key.encode()
         self.engine = engine
-        # itsdangerous' Signer defaults (django-concat key derivation, HMAC-SHA1), salt as hearth.
-        self.sign_key = hashlib.sha1(b"hearth.session" + b"signer" + secret).digest()
+        # The keys TokenCodec derives: one SHA-256 per purpose, HMAC-SHA256 signatures.
+        self.sign_key = hashlib.sha256(b"hearth.session\x00" + secret).digest()
         self.csrf_key = hashlib.sha256(b"hearth.csrf\x00" + secret).digest()
         self.idle = idle
         if engine.dialect.name == "sqlite":
@@ -209,7 +209,7 @@ class BareTwin:
         value, dot, signature = cookie.rpartition(".")
         if not dot:
             return None
-        mac = hmac.new(self.sign_key, value.encode(), hashlib.sha1).digest()
+        mac = hmac.new(self.sign_key, value.encode(), hashlib.sha256).digest()
         expected = urlsafe_b64encode(mac).rstrip(b"=")
         return value if hmac.compare_digest(expected, signature.encode()) else None
 

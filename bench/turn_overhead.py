@@ -439,7 +439,6 @@ async def part_a(stack: Stack, account: Account, args: argparse.Namespace) -> bo
     wait = 60.0
 
     async def one_pair(index: int, label: str) -> tuple[DirectOutcome, TurnOutcome]:
-        nonlocal hearth, fake
         chat_id = await create_chat(hearth, account)
         content = message_text(index, label)
         direct: DirectOutcome | None = None
@@ -448,12 +447,12 @@ async def part_a(stack: Stack, account: Account, args: argparse.Namespace) -> bo
             if side == "direct":
                 direct = read_completion(await fake.exchange(direct_request(content), wait=wait))
                 if not fake.usable:
-                    fake = await Connection.open(stack.fake_port)
+                    await fake.reopen()
             else:
                 request = turn_request(account, chat_id, content)
                 turn = read_turn(await hearth.exchange(request, wait=wait))
                 if not hearth.usable:
-                    hearth = await Connection.open(stack.port)
+                    await hearth.reopen()
         assert direct is not None and turn is not None
         return direct, turn
 
@@ -503,6 +502,11 @@ async def part_a(stack: Stack, account: Account, args: argparse.Namespace) -> bo
         cells = [quantile(values, f) for f in (0.5, 0.9, 0.99, 1.0)]
         text = "".join(f"{ms(v) if in_ms else f'{v:.3f}':>9}" for v in cells)
         print(f"{label:<34}{text}")
+    if len(extra) >= 8:
+        size = len(extra) // 4
+        quarters = [extra[i * size : (i + 1) * size] for i in range(4)]
+        drift = " / ".join(ms(quantile(q, 0.5)) for q in quarters)
+        print(f"hearth - provider p50 per quarter of the run, first to last (ms): {drift}")
     p50 = quantile(ratios, 0.5)
     p99 = quantile(ratios, 0.99)
     of_medians = quantile(ours, 0.5) / quantile(provider, 0.5) if provider else float("nan")

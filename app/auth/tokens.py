@@ -25,7 +25,10 @@ class TokenCodec:
     """Signs, verifies, hashes and derives from session tokens under one secret key."""
 
     def __init__(self, secret_key: str) -> None:
-        self._signer = Signer(secret_key, salt="hearth.session")
+        # Keys are derived once here (one per purpose) rather than by itsdangerous on every
+        # verification: the session check runs on every request.
+        session_key = hashlib.sha256(b"hearth.session\x00" + secret_key.encode()).digest()
+        self._signer = Signer(session_key, key_derivation="none", digest_method=hashlib.sha256)
         self._csrf_key = hashlib.sha256(b"hearth.csrf\x00" + secret_key.encode()).digest()
 
     @staticmethod

@@ -15,7 +15,7 @@ from fastapi import FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 
-from app.api import auth, chats, health, messages, models
+from app.api import auth, chats, health, messages, models, tools
 from app.api.json import OrjsonResponse
 from app.api.limits import BodyLimitMiddleware
 from app.auth.tokens import CSRF_HEADER, TokenCodec
@@ -67,8 +67,8 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
     )
     app.state.services = services
 
-    for router in (health.router, auth.router, models.router, chats.router, messages.router):
-        app.include_router(router)
+    for module in (health, auth, models, chats, messages, tools):
+        app.include_router(module.router)
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:

@@ -16,6 +16,8 @@ from app.auth.tokens import TokenCodec
 from app.clock import Clock
 from app.llm.registry import ModelRegistry
 from app.settings import Settings
+from app.tools.catalogue import Catalogue
+from app.tools.groups import GroupCall, no_group_call
 
 if TYPE_CHECKING:
     from app.chat.supervisor import TurnSupervisor
@@ -29,6 +31,10 @@ class Services:
     codec: TokenCodec
     registry: ModelRegistry
     clock: Clock = field(default_factory=Clock)
+    catalogue: Catalogue = field(default_factory=Catalogue)
+    """Every group of tools that can be activated (MCP servers, built-in groups)."""
+    group_call: GroupCall = field(default=no_group_call)
+    """Calls a tool of a group: routes to the group's MCP server or built-in implementation."""
     turns: TurnSupervisor = field(init=False)
     _policy: tuple[Settings, SessionPolicy] | None = field(default=None, init=False, repr=False)
     """The turns running in this process; attached by `create_app`."""

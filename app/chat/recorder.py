@@ -17,6 +17,7 @@ Every write is its own short transaction: what happened is stored as soon as it 
 
 from __future__ import annotations
 
+import json
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,7 +44,8 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.chat.events import HearthPart
 from app.clock import Clock
-from app.db.models import Chat, ChatLlmTool, Message
+from app.db.models import ActivatedTool, Chat, ChatLlmTool, Message
+from app.tools.activation import ACTIVATE_TOOLS
 
 
 @dataclass
@@ -175,7 +177,7 @@ class Recorder(AbstractCapability[Any]):
         elif isinstance(event, FunctionToolCallEvent):
             await self._tool_started(event)
         elif isinstance(event, FunctionToolResultEvent):
-            await self._tool_finished(event)
+            await self._tool_finished(ctx, event)
 
     async def _tool_started(self, event: FunctionToolCallEvent) -> None:
         assert self.round is not None
@@ -196,7 +198,7 @@ class Recorder(AbstractCapability[Any]):
             await db.commit()
         self.running_tools[part.tool_call_id] = row.id
 
-    async def _tool_finished(self, event: FunctionToolResultEvent) -> None:
+    async def _tool_finished(self, ctx: RunContext[Any], event: FunctionToolResultEvent) -> None:
         part = event.part
         row_id = self.running_tools.pop(part.tool_call_id, None)
         if row_id is None:
@@ -221,6 +223,36 @@ class Recorder(AbstractCapability[Any]):
                 )
             )
             await db.commit()
+        if part.tool_name == ACTIVATE_TOOLS and status == "done":
+            await self._record_activations(ctx, result)
+
+    async def _record_activations(self, ctx: RunContext[Any], result: str) -> None:
+        """One `activated_tools` row per group the call activated, anchored at this round."""
+        assert self.round is not None
+        activated = [r["group"] for r in json.loads(result) if r.get("status") == "activated"]
+        if not activated:
+            return
+        now = self.clock.now()
+        catalogue = ctx.deps.catalogue
+        async with self.sessions() as db:
+            for name in activated:
+                entry = catalogue.find(name)
+                db.add(
+                    ActivatedTool(
+                        chat_id=self.chat_id,
+                        message_id=self.round.message_id,
+                        kind=entry.kind if entry else "mcp",
+                        ref=name,
+                        created_at=now,
+                    )
+                )
+            await db.commit()
+        await ctx.emit(
+            HearthPart(
+                part="activation",
+                payload={"message_id": self.round.message_id, "groups": activated},
+            )
+        )
 
     # -- abnormal ends -----------------------------------------------------------------------
 

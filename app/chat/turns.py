@@ -25,6 +25,7 @@ from pydantic_ai.exceptions import ModelHTTPError, UsageLimitExceeded
 from pydantic_ai.ui.vercel_ai.response_types import AbortChunk, DoneChunk
 from pydantic_ai.usage import UsageLimits
 
+from app.chat.activations import load_active_groups
 from app.chat.builder import build_history
 from app.chat.recorder import Recorder
 from app.chat.request_log import RequestLog
@@ -33,8 +34,11 @@ from app.chat.stream import SDK_VERSION, TurnEventStream, user_facing_error
 from app.files.roots import user_root
 from app.llm.factory import build_model, model_settings
 from app.llm.registry import ModelInfo
+from app.tools.activation import activate_tools_tool
+from app.tools.catalogue import Catalogue
 from app.tools.deps import TurnDeps
 from app.tools.files import list_files
+from app.tools.groups import GroupToolset
 
 if TYPE_CHECKING:
     from app.services import Services
@@ -46,6 +50,12 @@ INSTRUCTIONS = (
     "You can look at the user's files with the tools you are given; paths are relative to the "
     "user's file root."
 )
+
+
+def instructions(catalogue: Catalogue) -> str:
+    """The static system text: instructions, then the fixed catalogue table (if any)."""
+    table = catalogue.system_table()
+    return f"{INSTRUCTIONS}\n\n{table}" if table else INSTRUCTIONS
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,12 +131,15 @@ class Turn:
         try:
             async with services.sessions() as db:
                 rows = await load_rows(db, plan.chat_id)
+                active = await load_active_groups(db, plan.chat_id)
             history = build_history(rows)
+            catalogue = services.catalogue
             agent = Agent(
                 build_model(plan.model, services.registry),
                 deps_type=TurnDeps,
-                instructions=INSTRUCTIONS,
-                tools=[list_files],
+                instructions=instructions(catalogue),
+                tools=[list_files, activate_tools_tool],
+                toolsets=[GroupToolset(services.group_call)],
                 capabilities=[recorder, request_log],
                 model_settings=model_settings(plan.model),
             )
@@ -134,6 +147,8 @@ class Turn:
                 user_id=plan.user_id,
                 chat_id=plan.chat_id,
                 file_root=user_root(services.settings.data_dir, plan.user_id),
+                catalogue=catalogue,
+                active_groups=active,
             )
             async with agent.run_stream_events(
                 message_history=history,

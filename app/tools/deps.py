@@ -1,16 +1,25 @@
-"""What a tool call knows about its turn: who asked, in which chat, where their files are."""
+"""What a tool call knows about its turn: who asked, in which chat, where their files are.
+
+`active_groups` is the turn's live set of activated groups: loaded from the chat's activation
+rows when the turn starts and grown by `activate_tools`, so tools activated in one round are
+declared from the next request of the same turn on.
+"""
 
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from app.tools.catalogue import Catalogue
 
-@dataclass(frozen=True, slots=True)
+
+@dataclass(slots=True)
 class TurnDeps:
     """The `deps` of every agent run: passed to each tool through `RunContext.deps`."""
 
     user_id: uuid.UUID
     chat_id: uuid.UUID
     file_root: Path
+    catalogue: Catalogue = field(default_factory=Catalogue)
+    active_groups: set[str] = field(default_factory=set)

@@ -1,0 +1,39 @@
+"""A chat's activated tool groups: read at the start of each turn, listed, and reset."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from sqlalchemy import delete, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.db.models import ActivatedTool
+
+
+async def load_active_groups(db: AsyncSession, chat_id: uuid.UUID) -> set[str]:
+    rows = await db.scalars(select(ActivatedTool.ref).where(ActivatedTool.chat_id == chat_id))
+    return set(rows)
+
+
+async def list_activations(db: AsyncSession, chat_id: uuid.UUID) -> list[dict[str, Any]]:
+    rows = (
+        await db.execute(
+            select(
+                ActivatedTool.kind,
+                ActivatedTool.ref,
+                ActivatedTool.message_id,
+                ActivatedTool.created_at,
+            )
+            .where(ActivatedTool.chat_id == chat_id)
+            .order_by(ActivatedTool.message_id, ActivatedTool.id)
+        )
+    ).all()
+    return [
+        {"kind": kind, "ref": ref, "message_id": message_id, "created_at": created_at}
+        for kind, ref, message_id, created_at in rows
+    ]
+
+
+async def reset_activations(db: AsyncSession, chat_id: uuid.UUID) -> None:
+    await db.execute(delete(ActivatedTool).where(ActivatedTool.chat_id == chat_id))

@@ -1,0 +1,58 @@
+"""`activate_tools`: the one way a model brings a group of tools into a chat.
+
+The tool answers per group (WIRE.md §1) and keeps the turn's set of active groups up to date,
+so a second call in the same round naming the same group answers `already_active`; it runs
+alone (`sequential`), so "first in call order" is the order the model wrote the calls in. It
+writes nothing: the recorder, which knows the round's message id, stores the activation rows.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic_ai import ModelRetry, RunContext, Tool
+
+from app.tools.deps import TurnDeps
+
+ACTIVATE_TOOLS = "activate_tools"
+
+
+def activation_report(deps: TurnDeps, groups: list[str]) -> list[dict[str, Any]]:
+    report: list[dict[str, Any]] = []
+    for name in groups:
+        entry = deps.catalogue.find(name)
+        if entry is None:
+            report.append({"group": name, "status": "unknown", "tools": [], "description": ""})
+            continue
+        group = entry.group
+        tools = [tool.name for tool in group.tools]
+        if name in deps.active_groups:
+            status = "already_active"
+        elif group.status != "available":
+            status = "unavailable"
+        else:
+            status = "activated"
+            deps.active_groups.add(name)
+        report.append(
+            {"group": name, "status": status, "tools": tools, "description": group.description}
+        )
+    return report
+
+
+async def activate_tools(ctx: RunContext[TurnDeps], groups: list[str]) -> str:
+    """Activate groups of tools from the catalogue in the system prompt, by group name.
+
+    Their tools can be called from the next step on. Answers, per group, whether it was
+    activated, was already active, is unknown or is unavailable, and which tools it has.
+    """
+    report = activation_report(ctx.deps, list(dict.fromkeys(groups)))
+    if not any(r["status"] in ("activated", "already_active") for r in report):
+        known = ", ".join(e.group.name for e in ctx.deps.catalogue.entries) or "none"
+        raise ModelRetry(
+            f"No group could be activated: {json.dumps(report)}. Groups in the catalogue: {known}."
+        )
+    return json.dumps(report)
+
+
+activate_tools_tool = Tool(activate_tools, name=ACTIVATE_TOOLS, sequential=True)

@@ -1,0 +1,74 @@
+"""The tools of activated groups, as a pydantic-ai toolset.
+
+`get_tools` runs before every model request, so the set it returns follows the turn's
+`active_groups` as they grow: in the `none` DTL mode the tool array grows by exactly the
+activated groups' tools (WIRE.md §2), and it is byte-stable otherwise (tools keep catalogue
+order). Calls are routed to the group that owns the tool; a group that cannot answer gives
+the model a clear tool error, never a failed turn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from pydantic_ai import ModelRetry, RunContext
+from pydantic_ai.mcp import TOOL_SCHEMA_VALIDATOR
+from pydantic_ai.tools import ToolDefinition
+from pydantic_ai.toolsets import AbstractToolset
+from pydantic_ai.toolsets.abstract import ToolsetTool
+
+from app.tools.deps import TurnDeps
+
+GroupCall = Callable[[str, str, dict[str, Any]], Awaitable[Any]]
+"""(group, exposed tool name, arguments) -> the tool's result; raises on a tool error."""
+
+
+class GroupToolError(Exception):
+    """A group's tool could not answer (its server is unavailable, died or timed out)."""
+
+
+async def no_group_call(group: str, tool: str, arguments: dict[str, Any]) -> Any:
+    raise GroupToolError(f"group {group!r} has no implementation in this process")
+
+
+class GroupToolset(AbstractToolset[TurnDeps]):
+    def __init__(self, call: GroupCall) -> None:
+        self._call = call
+
+    @property
+    def id(self) -> str:
+        return "hearth-groups"
+
+    async def get_tools(self, ctx: RunContext[TurnDeps]) -> dict[str, ToolsetTool[TurnDeps]]:
+        tools: dict[str, ToolsetTool[TurnDeps]] = {}
+        for entry in ctx.deps.catalogue.entries:
+            if entry.group.name not in ctx.deps.active_groups:
+                continue
+            for tool in entry.group.tools:
+                tools[tool.name] = ToolsetTool(
+                    toolset=self,
+                    tool_def=ToolDefinition(
+                        name=tool.name,
+                        description=tool.description,
+                        parameters_json_schema=tool.parameters,
+                    ),
+                    max_retries=2,
+                    args_validator=TOOL_SCHEMA_VALIDATOR,
+                )
+        return tools
+
+    async def call_tool(
+        self,
+        name: str,
+        tool_args: dict[str, Any],
+        ctx: RunContext[TurnDeps],
+        tool: ToolsetTool[TurnDeps],
+    ) -> Any:
+        entry = ctx.deps.catalogue.tool_owner(name)
+        if entry is None or entry.group.name not in ctx.deps.active_groups:
+            raise ModelRetry(f"{name} is not active; call activate_tools first")
+        try:
+            return await self._call(entry.group.name, name, tool_args)
+        except GroupToolError as exc:
+            raise ModelRetry(str(exc)) from exc

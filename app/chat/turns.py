@@ -37,7 +37,7 @@ from app.llm.registry import ModelInfo
 from app.tools.activation import activate_tools_tool
 from app.tools.catalogue import Catalogue
 from app.tools.deps import TurnDeps
-from app.tools.files import list_files
+from app.tools.files import list_files, read_file
 from app.tools.groups import GroupToolset
 
 if TYPE_CHECKING:
@@ -138,7 +138,7 @@ class Turn:
                 build_model(plan.model, services.registry),
                 deps_type=TurnDeps,
                 instructions=instructions(catalogue),
-                tools=[list_files, activate_tools_tool],
+                tools=[read_file, list_files, activate_tools_tool],
                 toolsets=[GroupToolset(services.group_call)],
                 capabilities=[recorder, request_log],
                 model_settings=model_settings(plan.model),

@@ -59,3 +59,38 @@ def test_resolve_inside_follows_links_then_checks(root: Path) -> None:
     with pytest.raises(OutsideRoot):
         resolve_inside(root, "escape/key.pem")
     assert resolve_inside(root, ".") == root
+
+
+def test_read_file_numbers_lines_and_pages(root: Path) -> None:
+    from app.tools.files import _read_text
+
+    (root / "long.txt").write_text("\n".join(f"line {n}" for n in range(1, 2501)))
+    first = _read_text(root, "long.txt", 1, None)
+    assert first.splitlines()[0] == "     1\tline 1"
+    assert first.splitlines()[1999] == "  2000\tline 2000"
+    assert first.endswith("[500 more lines; read on with start_line=2001]")
+    assert _read_text(root, "long.txt", 2499, None).splitlines() == [
+        "  2499\tline 2499",
+        "  2500\tline 2500",
+    ]
+    assert _read_text(root, "docs/a.md", 1, 1) == "     1\t# A"
+
+
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [
+        ("escape/key.pem", "outside"),
+        ("../secret/key.pem", "'..'"),
+        ("docs", "is a folder"),
+        ("missing.txt", "does not exist"),
+        ("bin.dat", "binary"),
+        ("latin.txt", "not UTF-8"),
+    ],
+)
+def test_read_file_refuses_clearly(root: Path, path: str, message: str) -> None:
+    from app.tools.files import _read_text
+
+    (root / "bin.dat").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00")
+    (root / "latin.txt").write_bytes("caf\xe9".encode("latin-1"))
+    with pytest.raises(ModelRetry, match=message):
+        _read_text(root, path, 1, None)

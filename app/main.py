@@ -26,12 +26,16 @@ from app.llm.probe import probe_local_providers
 from app.llm.registry import ModelRegistry
 from app.services import Services
 from app.settings import Settings
+from app.tools.catalogue import Catalogue, Entry
+from app.tools.mcp_config import load_mcp_config
+from app.tools.mcp_groups import McpGroups
 
 log = logging.getLogger("hearth")
 
 
 def build_services(settings: Settings, clock: Clock | None = None) -> Services:
     engine = create_engine(settings.database_url)
+    mcp = McpGroups(load_mcp_config(settings.mcp_file))
     return Services(
         settings=settings,
         engine=engine,
@@ -39,6 +43,9 @@ def build_services(settings: Settings, clock: Clock | None = None) -> Services:
         codec=TokenCodec(settings.signing_key),
         registry=ModelRegistry.from_file(settings.providers_file),
         clock=clock or Clock(),
+        catalogue=Catalogue([Entry("mcp", group) for group in mcp.groups()]),
+        group_call=mcp.call,
+        mcp=mcp,
     )
 
 
@@ -50,11 +57,15 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         probe = probe_local_providers(services.registry)
+        if services.mcp is not None:
+            await services.mcp.start()  # each server starts in the background
         services.turns.start()
         try:
             yield
         finally:
             await services.turns.close()
+            if services.mcp is not None:
+                await services.mcp.close()
             probe.cancel()
             await services.engine.dispose()
 

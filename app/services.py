@@ -21,6 +21,7 @@ from app.tools.groups import GroupCall, no_group_call
 
 if TYPE_CHECKING:
     from app.chat.supervisor import TurnSupervisor
+    from app.tools.mcp_groups import McpGroups
 
 
 @dataclass
@@ -35,6 +36,8 @@ class Services:
     """Every group of tools that can be activated (MCP servers, built-in groups)."""
     group_call: GroupCall = field(default=no_group_call)
     """Calls a tool of a group: routes to the group's MCP server or built-in implementation."""
+    mcp: McpGroups | None = None
+    """The MCP servers of `config/mcp.yaml`, shared by every chat of the process."""
     turns: TurnSupervisor = field(init=False)
     _policy: tuple[Settings, SessionPolicy] | None = field(default=None, init=False, repr=False)
     """The turns running in this process; attached by `create_app`."""

@@ -271,11 +271,15 @@ def free_port() -> int:
 
 
 def start_process(
-    command: Sequence[str], log: IO[bytes], env: Mapping[str, str] | None = None
+    command: Sequence[str],
+    log: IO[bytes],
+    env: Mapping[str, str] | None = None,
+    cwd: Path = ROOT,
 ) -> subprocess.Popen[bytes]:
+    """`command` (`python -m ...` finds its packages in `cwd` first), its output to `log`."""
     return subprocess.Popen(
         list(command),
-        cwd=ROOT,
+        cwd=cwd,
         env={**os.environ, **(env or {})},
         stdin=subprocess.DEVNULL,
         stdout=log,
@@ -324,6 +328,28 @@ def cpu_seconds(pid: int) -> float | None:
     except OSError:
         return None
     return (int(fields[11]) + int(fields[12])) / _TICKS
+
+
+def revision(tree: Path) -> str:
+    """The git commit `tree` is at, and whether its `app/` has uncommitted changes."""
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(tree), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
+        changed = subprocess.run(
+            ["git", "-C", str(tree), "status", "--porcelain", "--", "app"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return f"{tree} (not a git checkout)"
+    return f"{tree} at {head}" + (" with uncommitted changes in app/" if changed else "")
 
 
 # --------------------------------------------------------------------------------------------

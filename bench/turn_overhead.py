@@ -24,16 +24,18 @@ Since the provider's part is fixed, whatever a client sees beyond it is hearth's
     straight to the fake is timed first, to show what the fake and the machine add on their
     own. CPU seconds of the server and the fake (from /proc) show what each turn costs.
 
-(c) Building the request for long chats, in this process, no server: chats of `--sizes`
-    (200, 1,000, 2,000) messages, user and assistant in turn, every 4th message an assistant
-    message with a tool call whose `chat_llm_tools` row holds its result, contents of a few
-    hundred characters, written through the ORM. Assistant rows are seeded two ways: with
-    `provider_details.response` (pydantic-ai's serialised response, as the recorder stores
-    every round) and without (rebuilt from columns, as for older rows). Timed: `load_rows`
-    then `build_history` (median of `--repeats`). Counted: the SQL statements one `load_rows`
-    runs, and those a whole turn runs (one real turn per chat, through hearth's app in this
-    process, against a fake that answers at once). Target: the time for 2,000 messages <= 12 x
-    that for 200, and the same number of statements for every size.
+(c) Building the request for long chats, in this process (hearth's own functions and app, no
+    HTTP server): chats of `--sizes` (200, 1,000, 2,000) messages, user and assistant in turn,
+    every 4th message an assistant message with a tool call whose `chat_llm_tools` row holds its
+    result, contents of a few hundred characters, written through the ORM. Assistant rows are
+    seeded two ways: with `provider_details.response` (pydantic-ai's serialised response, as the
+    recorder stores every round) and without (rebuilt from columns, as for older rows). Timed:
+    `load_rows` then `build_history` (median of `--repeats`). Counted: the SQL statements one
+    `load_rows` runs, and those a whole turn runs (one real turn per chat through hearth's app,
+    against a fake in its own process that answers at once; that turn's wall time is shown too,
+    for what the rest of the request costs: pydantic-ai's mapping, the SDK, the wire). Target:
+    the time for 2,000 messages <= 12 x that for 200, and the same number of statements for
+    every size.
 
 hearth runs as `hearth serve` does: `python -m app.cli serve`, one uvicorn worker (uvloop and
 httptools when installed), schema upgraded at start, on a fresh database: a SQLite file in a
@@ -41,7 +43,9 @@ temporary folder (`--db sqlite`, the default) or a randomly named PostgreSQL dat
 from `--pg-url` and dropped at the end (`--db postgresql`). The client is this process: plain
 asyncio sockets (`_turns.Connection`) that stamp every event as its bytes arrive and parse it
 only after the stream ended, so its own cost stays out of the times. On a 2-core machine the
-three processes share the cores; part (b) says how much CPU each used.
+three processes share the cores; part (b) says how much CPU each used, and the header gives
+the machine's load average, since anything else running skews every figure. `--checkout DIR`
+runs the server and the fake from another source tree, to set a change beside this one.
 
 Exit status 0 when every target of the parts run is met, 1 otherwise.
 
@@ -57,6 +61,7 @@ import contextlib
 import os
 import platform
 import random
+import re
 import secrets
 import shutil
 import statistics
@@ -77,6 +82,7 @@ import orjson
 from _loadgen import LOOPBACK, build_request
 from _turns import (
     DEFAULT_PG_URL,
+    ROOT,
     Account,
     Connection,
     Exchange,
@@ -85,6 +91,7 @@ from _turns import (
     fresh_database,
     quantile,
     register,
+    revision,
     start_process,
     stop_process,
     wait_answering,
@@ -368,11 +375,13 @@ providers:
 """
 
 
-async def start_fake(schedule: str, log: IO[bytes]) -> tuple[subprocess.Popen[bytes], int]:
+async def start_fake(
+    schedule: str, log: IO[bytes], tree: Path = ROOT
+) -> tuple[subprocess.Popen[bytes], int]:
     port = free_port()
     command = [sys.executable, "-m", "tests.fakes.providers", "--kind", "openai"]
     command += ["--host", LOOPBACK, "--port", str(port), "--schedule", schedule]
-    fake = start_process(command, log)
+    fake = start_process(command, log, cwd=tree)
     try:
         await wait_answering(port, "/v1/models", fake)
     except BaseException:
@@ -382,10 +391,12 @@ async def start_fake(schedule: str, log: IO[bytes]) -> tuple[subprocess.Popen[by
 
 
 @contextlib.asynccontextmanager
-async def running_stack(database_url: str, workdir: Path, spec: str) -> AsyncIterator[Stack]:
+async def running_stack(
+    database_url: str, workdir: Path, spec: str, tree: Path
+) -> AsyncIterator[Stack]:
     log_path = workdir / "processes.log"
     with log_path.open("wb") as log:
-        fake, fake_port = await start_fake(spec, log)
+        fake, fake_port = await start_fake(spec, log, tree)
         server = None
         try:
             providers = workdir / "providers.yaml"
@@ -400,7 +411,8 @@ async def running_stack(database_url: str, workdir: Path, spec: str) -> AsyncIte
                 PROVIDER_KEY_ENV: PROVIDER_KEY,
             }
             command = [sys.executable, "-m", "app.cli", "serve", "--host", LOOPBACK]
-            server = start_process([*command, "--port", str(port), "--workers", "1"], log, env)
+            command += ["--port", str(port), "--workers", "1"]
+            server = start_process(command, log, env, cwd=tree)
             await wait_answering(port, "/healthz", server)
             print(
                 f"  hearth pid {server.pid} on port {port}, fake pid {fake.pid} on {fake_port}",
@@ -414,12 +426,19 @@ async def running_stack(database_url: str, workdir: Path, spec: str) -> AsyncIte
             stop_process(fake)
 
 
-def log_problems(log_path: Path) -> list[str]:
-    """Lines of the processes' log that report errors."""
-    with contextlib.suppress(OSError):
+def log_problems(log_path: Path) -> tuple[int, Counter[str]]:
+    """How many errors the processes logged, and the exceptions their tracebacks ended in."""
+    try:
         lines = log_path.read_text(errors="replace").splitlines()
-        return [line for line in lines if "ERROR" in line or "Traceback" in line]
-    return []
+    except OSError:
+        return 0, Counter()
+    errors = sum(1 for line in lines if line.startswith("ERROR"))
+    raised = Counter(
+        line[:160]
+        for line in lines
+        if re.match(r"^[A-Za-z_][\w.]*(Error|Exception|Timeout)\w*: ", line)
+    )
+    return errors, raised
 
 
 # --------------------------------------------------------------------------------------------
@@ -582,8 +601,15 @@ async def check_burst(
     outcomes: Sequence[TurnOutcome],
     schedule: Schedule,
 ) -> BurstCheck:
-    """Every stream whole, its own chat's, and every chat stored as the stream said."""
+    """Every stream whole, its own chat's, and every chat stored as the stream said.
+
+    A turn that failed is `lost`; it counts as `crossed` only where something of another chat
+    shows: a stream naming messages its chat does not hold, a chat holding a user message its
+    client did not send, two streams naming the same message, or a whole stream whose text is
+    not its chat's stored answer.
+    """
     check = BurstCheck()
+    named = Counter(o.user_message_id for o in outcomes if o.user_message_id is not None)
     for chat_id, content, outcome in zip(chats, contents, outcomes, strict=True):
         if not outcome.ok:
             _note(check.lost, chat_id, outcome.problem())
@@ -594,29 +620,32 @@ async def check_burst(
         messages = reply.json()["messages"]
         users = [m for m in messages if m["role"] == "user"]
         answers = [m for m in messages if m["role"] == "assistant"]
-        if len(users) != 1 or users[0]["content"] != content:
-            _note(check.crossed, chat_id, f"stored user messages {users!r:.200}")
-        elif users[0]["id"] != outcome.user_message_id:
+        user_ids = [m["id"] for m in users]
+        answer_ids = [m["id"] for m in answers]
+        if any(m["content"] != content for m in users) or len(users) > 1:
+            _note(check.crossed, chat_id, f"holds user messages {users!r:.160}")
+        if outcome.user_message_id is not None and outcome.user_message_id not in user_ids:
             _note(
                 check.crossed,
                 chat_id,
-                f"stream named user message {outcome.user_message_id}, "
-                f"the chat holds {users[0]['id']}",
+                f"stream named user message {outcome.user_message_id}, the chat holds {user_ids}",
             )
-        if [m["id"] for m in answers] != outcome.assistant_message_ids:
-            _note(
-                check.crossed,
-                chat_id,
-                f"stream named answers {outcome.assistant_message_ids}, "
-                f"the chat holds {[m['id'] for m in answers]}",
-            )
-        for answer in answers:
-            if answer["status"] != "ok":
-                _note(check.not_ok, chat_id, f"answer {answer['id']} {answer['status']}")
-            elif answer["content"] != outcome.text or answer["content"] != schedule.text:
-                _note(check.crossed, chat_id, f"answer {answer['id']} text differs")
+        if named[outcome.user_message_id] > 1:
+            _note(check.crossed, chat_id, f"user message {outcome.user_message_id} named twice")
+        foreign = [i for i in outcome.assistant_message_ids if i not in answer_ids]
+        if foreign:
+            _note(check.crossed, chat_id, f"stream named answers {foreign} of another chat")
+        if not users:
+            _note(check.lost, chat_id, "no user message stored")
         if not answers:
             _note(check.not_ok, chat_id, "no answer stored")
+        for answer in answers:
+            if answer["status"] != "ok":
+                _note(check.not_ok, chat_id, f"answer {answer['id']} is {answer['status']}")
+            elif outcome.ok and answer["content"] != outcome.text:
+                _note(check.crossed, chat_id, f"answer {answer['id']} is not the streamed text")
+            elif answer["content"] != schedule.text:
+                _note(check.crossed, chat_id, f"answer {answer['id']} is not the provider's")
     engine = create_engine(stack.database_url)
     try:
         async with async_sessionmaker(engine)() as db:
@@ -1116,14 +1145,18 @@ async def orchestrate(args: argparse.Namespace) -> bool:
     print(
         f"hearth turn overhead on {args.db}; fake OpenAI provider, schedule {args.schedule} "
         f"({schedule.nominal_seconds:.2f} s); Python {platform.python_version()}, "
-        f"{os.cpu_count()} CPUs, {platform.machine()}"
+        f"{os.cpu_count()} CPUs, {platform.machine()}, load average {_load()}"
     )
+    if {"a", "b"} & set(args.parts):
+        print(f"hearth (parts a, b): {revision(args.checkout)}")
+    if "c" in args.parts:
+        print(f"hearth (part c, in this process): {revision(ROOT)}")
     verdicts: dict[str, bool] = {}
     try:
         if {"a", "b"} & set(args.parts):
             async with (
                 fresh_database(args.db, args.pg_url, workdir, "turns") as url,
-                running_stack(url, workdir, args.schedule) as stack,
+                running_stack(url, workdir, args.schedule, args.checkout) as stack,
             ):
                 control = await Connection.open(stack.port)
                 try:
@@ -1136,20 +1169,31 @@ async def orchestrate(args: argparse.Namespace) -> bool:
                     verdicts["b"] = await part_b(stack, account, args, schedule)
                 if stack.server.poll() is not None:
                     raise RuntimeError("the server exited during the run")
-                problems = log_problems(stack.log_path)
-                if problems:
-                    print(f"\nthe server or the fake logged {len(problems)} error lines:")
-                    for line in problems[:10]:
-                        print(f"  {line}")
+                errors, raised = log_problems(stack.log_path)
+                if errors or raised:
+                    print(f"\nthe server and the fake logged {errors} errors; exceptions raised:")
+                    for line, count in raised.most_common(5):
+                        print(f"  {count} x {line}")
         if "c" in args.parts:
             verdicts["c"] = await part_c(args, workdir)
     finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+        if args.keep:
+            print(f"kept {workdir} (databases, providers files, processes.log)", file=sys.stderr)
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
     print()
+    print(f"load average at the end: {_load()}")
     print(
         "summary: " + ", ".join(f"({p}) {'PASS' if ok else 'FAIL'}" for p, ok in verdicts.items())
     )
     return all(verdicts.values())
+
+
+def _load() -> str:
+    try:
+        return " ".join(f"{value:.2f}" for value in os.getloadavg())
+    except OSError:
+        return "unknown"
 
 
 def _run(main: Coroutine[Any, Any, bool]) -> bool:
@@ -1180,6 +1224,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--repeats", type=int, default=15, help="timed builds per size in (c)")
     parser.add_argument("--schedule", default=DEFAULT_SCHEDULE, help="the fake's answer")
     parser.add_argument("--time-limit", type=float, default=1200.0, help="seconds for (a)")
+    parser.add_argument(
+        "--checkout",
+        type=Path,
+        default=ROOT,
+        help="run the server and the fake of (a) and (b) from this source tree, e.g. to compare "
+        "a change against this one (default: this repository)",
+    )
+    parser.add_argument(
+        "--keep", action="store_true", help="keep the temporary folder (SQLite files, logs)"
+    )
     args = parser.parse_args(argv)
     args.parts = sorted({part.strip() for part in args.parts.split(",") if part.strip()})
     try:
@@ -1199,6 +1253,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     for ok, message in limits:
         if not ok:
             parser.error(message)
+    args.checkout = args.checkout.resolve()
+    if not (args.checkout / "app" / "cli.py").is_file():
+        parser.error(f"--checkout {args.checkout} holds no app/cli.py")
     if args.db == "postgresql" and make_url(args.pg_url).host not in (LOOPBACK, "localhost"):
         parser.error("--pg-url must point at 127.0.0.1")
     return args

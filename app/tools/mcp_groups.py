@@ -39,6 +39,7 @@ from mcp import MCPError
 from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 from pydantic_ai.mcp import MCPToolset
 
+from app.tools.groups import GroupToolError
 from app.tools.mcp_config import McpConfig, McpServerConfig
 
 log = logging.getLogger("hearth.mcp")
@@ -57,7 +58,7 @@ _UNSAFE_CHAR = re.compile(r"[^A-Za-z0-9_-]")
 GroupStatus = Literal["starting", "available", "unavailable"]
 
 
-class McpToolError(Exception):
+class McpToolError(GroupToolError):
     """A call to an MCP tool that did not produce a result; the message says why, for the model."""
 
 

@@ -9,10 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from app.config_errors import ConfigError, describe_validation
+from app.config_errors import load_config_file
 
 ProviderKind = Literal[
     "anthropic", "openai", "moonshot", "lmstudio", "ollama", "openrouter", "demo"
@@ -81,27 +80,5 @@ class ProvidersFile(_Strict):
         return providers
 
 
-def read_yaml(path: Path) -> object:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML ({exc})") from exc
-
-
 def load_providers(path: Path) -> ProvidersFile:
-    raw = read_yaml(path)
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{path}: expected a mapping with a 'providers' list")
-    items = raw.get("providers")
-    labels = [
-        f"provider {item.get('id')!r}" if isinstance(item, dict) and item.get("id") else ""
-        for item in (items if isinstance(items, list) else [])
-    ]
-    try:
-        return ProvidersFile.model_validate(raw)
-    except ValidationError as exc:
-        raise describe_validation(path, exc, labels) from exc
+    return load_config_file(path, ProvidersFile, "providers", "provider", "id")

@@ -12,10 +12,9 @@ from pathlib import Path
 from typing import Self
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from app.config_errors import ConfigError, describe_validation
-from app.llm.config import read_yaml
+from app.config_errors import load_config_file
 
 
 class _Strict(BaseModel):
@@ -83,15 +82,4 @@ class McpConfig(_Strict):
 
 def load_mcp_config(path: Path) -> McpConfig:
     """Read and check the MCP servers file; any problem is a `ConfigError`."""
-    raw = read_yaml(path)
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{path}: expected a mapping with a 'servers' list")
-    items = raw.get("servers")
-    labels = [
-        f"server {item.get('name')!r}" if isinstance(item, dict) and item.get("name") else ""
-        for item in (items if isinstance(items, list) else [])
-    ]
-    try:
-        return McpConfig.model_validate(raw)
-    except ValidationError as exc:
-        raise describe_validation(path, exc, labels) from exc
+    return load_config_file(path, McpConfig, "servers", "server", "name")

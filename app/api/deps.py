@@ -33,7 +33,9 @@ async def get_connection(request: Request) -> AsyncIterator[AsyncConnection]:
         yield connection
 
 
-Connection = Annotated[AsyncConnection, Depends(get_connection)]
+# Scope "function": the connection goes back to the pool when the route function returns, not
+# when the response has been sent, so a turn streamed for minutes holds no database connection.
+Connection = Annotated[AsyncConnection, Depends(get_connection, scope="function")]
 
 
 async def get_db(connection: Connection) -> AsyncIterator[AsyncSession]:
@@ -44,7 +46,7 @@ async def get_db(connection: Connection) -> AsyncIterator[AsyncSession]:
         yield session
 
 
-DbSession = Annotated[AsyncSession, Depends(get_db)]
+DbSession = Annotated[AsyncSession, Depends(get_db, scope="function")]
 
 
 async def require_auth(request: Request, connection: Connection) -> Authenticated:

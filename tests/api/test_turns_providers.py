@@ -215,7 +215,12 @@ async def test_stop_cancels_the_upstream_request(
         headers={"X-CSRF-Token": user.csrf or ""},
     ) as response:
         await fake.wait_for_request(0)
-        await asyncio.sleep(0.2)
+        # A streaming turn holds no pooled connection (the route's went back when it returned).
+        samples = []
+        for _ in range(10):
+            samples.append(services.engine.pool.checkedout())  # type: ignore[attr-defined]
+            await asyncio.sleep(0.02)
+        assert min(samples) == 0, samples
         assert (await user.post(f"/api/chats/{chat_id}/stop")).status_code == 202
         body = (await response.aread()).decode()
     cancelled = await fake.wait_cancelled(0, within=2.0)

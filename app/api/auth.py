@@ -114,8 +114,7 @@ async def logout(auth: Auth, services: ServicesDep, db: DbSession) -> Response:
 
 
 @router.get("/me", response_model=SignedInOut, responses=error_responses(401))
-async def me(auth: Auth, services: ServicesDep) -> Response:
+async def me(auth: Auth, request: Request) -> Response:
     """The signed-in user."""
-    return json_response(
-        {**user_dict(auth.user), "csrf_token": services.codec.csrf_for(auth.token)}
-    )
+    codec = request.app.state.services.codec
+    return json_response({**user_dict(auth.user), "csrf_token": codec.csrf_for(auth.token)})

@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from app.auth.sessions import SessionPolicy
 from app.auth.tokens import TokenCodec
 from app.clock import Clock
+from app.llm.factory import ModelCache
 from app.llm.registry import ModelRegistry
 from app.settings import Settings
 from app.tools.catalogue import Catalogue
@@ -36,6 +37,8 @@ class Services:
     """Every group of tools that can be activated (MCP servers, built-in groups)."""
     group_call: GroupCall = field(default=no_group_call)
     """Calls a tool of a group: routes to the group's MCP server or built-in implementation."""
+    models: ModelCache = field(default_factory=ModelCache)
+    """The pydantic-ai model of each configured model, built once."""
     mcp: McpGroups | None = None
     """The MCP servers of `config/mcp.yaml`, shared by every chat of the process."""
     turns: TurnSupervisor = field(init=False)

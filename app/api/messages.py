@@ -77,7 +77,9 @@ async def send_message(
     owner = services.turns.new_owner()
     if not await leases.acquire(db, chat_id, auth.user.id, owner, now, services.turns.lease):
         raise HTTPException(409, "a turn is already running in this chat")
-    await leases.settle_orphans(db, chat_id, now)
+    if chat.turn_owner is not None:
+        # The lease was taken over from a turn whose process died: close what it left open.
+        await leases.settle_orphans(db, chat_id, now)
     message = Message(
         chat_id=chat_id,
         role="user",

@@ -44,7 +44,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.chat.events import HearthPart
 from app.clock import Clock
-from app.db.models import ActivatedTool, Chat, ChatLlmTool, Message
+from app.db.models import ActivatedTool, ChatLlmTool, Message
 from app.tools.activation import ACTIVATE_TOOLS
 
 
@@ -129,7 +129,6 @@ class Recorder(AbstractCapability[Any]):
                 created_at=now,
             )
             db.add(message)
-            await db.execute(update(Chat).where(Chat.id == self.chat_id).values(updated_at=now))
             await db.commit()
         self.round = _Round(message.id)
         self.message_ids.append(message.id)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic_ai import Agent, CancellationToken
 from pydantic_ai.exceptions import ModelHTTPError, UsageLimitExceeded
+from pydantic_ai.models import Model
 from pydantic_ai.ui.vercel_ai.response_types import AbortChunk, DoneChunk
 from pydantic_ai.usage import UsageLimits
 
@@ -32,7 +33,7 @@ from app.chat.request_log import RequestLog
 from app.chat.rows import load_rows
 from app.chat.stream import SDK_VERSION, TurnEventStream, user_facing_error
 from app.files.roots import user_root
-from app.llm.factory import build_model, model_settings
+from app.llm.factory import model_settings
 from app.llm.registry import ModelInfo
 from app.tools.activation import activate_tools_tool
 from app.tools.catalogue import Catalogue
@@ -50,6 +51,25 @@ INSTRUCTIONS = (
     "You can look at the user's files with the tools you are given; paths are relative to the "
     "user's file root."
 )
+
+
+_AGENTS: dict[int, tuple[Model, Agent[TurnDeps, str]]] = {}
+
+
+def turn_agent(model: Model) -> Agent[TurnDeps, str]:
+    """The agent for a model: built once; what differs per turn is passed to each run.
+
+    Models live in the `ModelCache` for the life of the process, so keying by identity is safe;
+    the stored model is compared too, in case an identity was reused.
+    """
+    cached = _AGENTS.get(id(model))
+    if cached is not None and cached[0] is model:
+        return cached[1]
+    agent: Agent[TurnDeps, str] = Agent(
+        model, deps_type=TurnDeps, tools=[read_file, list_files, activate_tools_tool]
+    )
+    _AGENTS[id(model)] = (model, agent)
+    return agent
 
 
 def instructions(catalogue: Catalogue) -> str:
@@ -134,15 +154,7 @@ class Turn:
                 active = await load_active_groups(db, plan.chat_id)
             history = build_history(rows)
             catalogue = services.catalogue
-            agent = Agent(
-                build_model(plan.model, services.registry),
-                deps_type=TurnDeps,
-                instructions=instructions(catalogue),
-                tools=[read_file, list_files, activate_tools_tool],
-                toolsets=[GroupToolset(services.group_call)],
-                capabilities=[recorder, request_log],
-                model_settings=model_settings(plan.model),
-            )
+            agent = turn_agent(services.models.get(plan.model, services.registry))
             deps = TurnDeps(
                 user_id=plan.user_id,
                 chat_id=plan.chat_id,
@@ -152,6 +164,10 @@ class Turn:
             )
             async with agent.run_stream_events(
                 message_history=history,
+                instructions=instructions(catalogue),
+                toolsets=[GroupToolset(services.group_call)],
+                capabilities=[recorder, request_log],
+                model_settings=model_settings(plan.model),
                 deps=deps,
                 usage_limits=UsageLimits(request_limit=max_rounds),
                 cancellation_token=self.cancellation,

@@ -46,6 +46,25 @@ def model_settings(model: ModelInfo) -> ModelSettings:
     )
 
 
+class ModelCache:
+    """One pydantic-ai model per configured model, built on first use and kept.
+
+    A model owns its provider client and that client's connection pool, so keeping it means
+    every turn reuses warm connections (and TLS sessions) instead of building a client, with
+    its certificate store, per turn. The key holds everything the model is built from.
+    """
+
+    def __init__(self) -> None:
+        self._models: dict[tuple[str, str | None, str | None], Model] = {}
+
+    def get(self, model: ModelInfo, registry: ModelRegistry) -> Model:
+        key = (model.id, model.base_url, registry.api_key(model.provider))
+        built = self._models.get(key)
+        if built is None:
+            built = self._models[key] = build_model(model, registry)
+        return built
+
+
 def build_model(model: ModelInfo, registry: ModelRegistry) -> Model:
     """A pydantic-ai model that serves `model`, configured from the providers file."""
     kind = model.provider.kind

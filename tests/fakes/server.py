@@ -469,7 +469,7 @@ class FakeProviderServer:
     async def start(self) -> None:
         if self._task is not None:
             raise RuntimeError("the fake server is already running")
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((self.host, self.port))
         self.port = sock.getsockname()[1]

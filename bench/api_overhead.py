@@ -61,16 +61,16 @@ import tempfile
 import time
 import uuid
 from base64 import urlsafe_b64encode
-from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-import asyncpg
 import orjson
 from _loadgen import LOOPBACK, Sample, build_request, percentile, request_once, run_load
+from _turns import free_port, fresh_database
 from sqlalchemy import bindparam, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -399,40 +399,6 @@ def serve(args: argparse.Namespace) -> None:
 # --------------------------------------------------------------------------------------------
 
 
-def _asyncpg_dsn(url: str) -> str:
-    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
-
-
-@contextlib.asynccontextmanager
-async def fresh_database(backend: str, pg_url: str, workdir: Path) -> AsyncIterator[str]:
-    """A new, empty database; yields its SQLAlchemy URL and drops it (PostgreSQL) after."""
-    if backend == "sqlite":
-        yield f"sqlite+aiosqlite:///{workdir / 'hearth-bench.db'}"
-        return
-    name = f"hearth_bench_{os.getpid()}_{secrets.token_hex(4)}"
-    admin = await asyncpg.connect(_asyncpg_dsn(pg_url), timeout=10)
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await admin.close()
-    try:
-        yield make_url(pg_url).set(database=name).render_as_string(hide_password=False)
-    finally:
-        admin = await asyncpg.connect(_asyncpg_dsn(pg_url), timeout=10)
-        try:
-            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        finally:
-            await admin.close()
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind((LOOPBACK, 0))
-        return int(sock.getsockname()[1])
-
-
 def start_server(database_url: str, workdir: Path, port: int) -> subprocess.Popen[bytes]:
     providers = workdir / "providers.yaml"
     providers.write_text(PROVIDERS_YAML)
@@ -719,7 +685,7 @@ def _server_stack() -> str:
 async def orchestrate(args: argparse.Namespace) -> bool:
     workdir = Path(tempfile.mkdtemp(prefix="hearth-bench-"))
     try:
-        async with fresh_database(args.db, args.pg_url, workdir) as url:
+        async with fresh_database(args.db, args.pg_url, workdir, "api") as url:
             engine = create_engine(url)
             try:
                 await upgrade(engine)

@@ -67,12 +67,12 @@ async def list_chats(
     """The user's chats, newest activity first."""
     now = services.clock.now()
     after = Cursor.decode(cursor) if cursor else None
-    chats, next_cursor = await store.list_chats(db, auth.user.id, limit, after)
+    chats, more = await store.list_chats(
+        db, auth.user.id, limit, (after.at, after.id) if after else None
+    )
+    next_cursor = Cursor(chats[-1].updated_at, chats[-1].id).encode() if more else None
     return json_response(
-        {
-            "items": [views.chat(chat, now) for chat in chats],
-            "next_cursor": next_cursor.encode() if next_cursor else None,
-        }
+        {"items": [views.chat(chat, now) for chat in chats], "next_cursor": next_cursor}
     )
 
 

@@ -16,7 +16,6 @@ from typing import Any
 from sqlalchemy import and_, bindparam, delete, or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
-from app.api.pagination import Cursor
 from app.chat import views
 from app.db.models import Chat, ChatLlmTool, Message, Upload
 
@@ -50,23 +49,21 @@ async def get_chat(db: AsyncSession, user_id: uuid.UUID, chat_id: uuid.UUID) -> 
 
 
 async def list_chats(
-    db: AsyncSession, user_id: uuid.UUID, limit: int, cursor: Cursor | None
-) -> tuple[list[Chat], Cursor | None]:
-    """One page, newest activity first, and the cursor of the next page (None at the end)."""
+    db: AsyncSession,
+    user_id: uuid.UUID,
+    limit: int,
+    after: tuple[datetime, uuid.UUID] | None,
+) -> tuple[list[Chat], bool]:
+    """One page, newest activity first, after the (updated_at, id) key; and whether more follow."""
     query = select(Chat).where(Chat.user_id == user_id)
-    if cursor is not None:
+    if after is not None:
+        at, last_id = after
         query = query.where(
-            or_(
-                Chat.updated_at < cursor.at,
-                and_(Chat.updated_at == cursor.at, Chat.id < cursor.id),
-            )
+            or_(Chat.updated_at < at, and_(Chat.updated_at == at, Chat.id < last_id))
         )
     query = query.order_by(Chat.updated_at.desc(), Chat.id.desc()).limit(limit + 1)
     chats = list((await db.scalars(query)).all())
-    if len(chats) <= limit:
-        return chats, None
-    last = chats[limit - 1]
-    return chats[:limit], Cursor(last.updated_at, last.id)
+    return chats[:limit], len(chats) > limit
 
 
 async def delete_chat(db: AsyncSession, user_id: uuid.UUID, chat_id: uuid.UUID) -> bool:

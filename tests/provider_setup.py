@@ -6,6 +6,12 @@ from tests.fakes.providers import FakeProviderServer
 
 KINDS = ["anthropic", "openai", "moonshot"]
 MODEL_IDS = {"anthropic": "anth/claude-test", "openai": "oai/gpt-test", "moonshot": "kimi/kimi-k2"}
+DTL_MODEL_IDS = {
+    "anthropic_tool_reference": "anth/claude-dtl",
+    "kimi_system_tools": "kimi/k3-test",
+    "none": "oai/gpt-test",
+}
+"""A model per DTL mode: each of the first two has `tool_search` (the second by an enrich rule)."""
 CALL_IDS = {
     "anthropic": "toolu_01Abc",
     "openai": "call_abc123",
@@ -21,7 +27,9 @@ providers:
     kind: anthropic
     base_url: {fakes["anthropic"].base_url}
     api_key_env: HEARTH_TEST_PROVIDER_KEY
-    models: [{{id: claude-test, capabilities: [vision, document], max_output_tokens: 1024}}]
+    models:
+      - {{id: claude-test, capabilities: [vision, document], max_output_tokens: 1024}}
+      - {{id: claude-dtl, capabilities: [vision, document, tool_search], max_output_tokens: 1024}}
   - id: oai
     kind: openai
     base_url: {fakes["openai"].base_url}
@@ -31,5 +39,6 @@ providers:
     kind: moonshot
     base_url: {fakes["moonshot"].base_url}
     api_key_env: HEARTH_TEST_PROVIDER_KEY
-    models: [{{id: kimi-k2, max_output_tokens: 1024}}]
+    models: [{{id: kimi-k2, max_output_tokens: 1024}}, {{id: k3-test, max_output_tokens: 1024}}]
+    enrich: [{{match: "k3*", add_capabilities: [video, tool_search]}}]
 """

@@ -11,9 +11,17 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from app.db.models import ActivatedTool
 
 
-async def load_active_groups(db: AsyncSession, chat_id: uuid.UUID) -> set[str]:
-    rows = await db.scalars(select(ActivatedTool.ref).where(ActivatedTool.chat_id == chat_id))
-    return set(rows)
+async def load_anchors(db: AsyncSession, chat_id: uuid.UUID) -> dict[int, list[str]]:
+    """The chat's activated groups by the assistant message that activated them."""
+    rows = await db.execute(
+        select(ActivatedTool.message_id, ActivatedTool.ref)
+        .where(ActivatedTool.chat_id == chat_id)
+        .order_by(ActivatedTool.id)
+    )
+    anchors: dict[int, list[str]] = {}
+    for message_id, ref in rows:
+        anchors.setdefault(message_id, []).append(ref)
+    return anchors
 
 
 async def list_activations(db: AsyncSession, chat_id: uuid.UUID) -> list[dict[str, Any]]:

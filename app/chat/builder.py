@@ -12,11 +12,15 @@ turns and makes golden wire tests possible.
   `chat_llm_tools` row. A call left `running` or `pending` by a crash, or `cancelled` by a stop,
   is answered as interrupted rather than dropped, so the provider always sees each call paired
   with its result.
+- The `activate_tools` return that activated groups still anchored at its message
+  (`activated_tools` rows) carries them in its metadata, where each model class renders the
+  activation its own way (WIRE.md §2); after a reset it is the plain answer again.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import json
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from pydantic_ai.messages import (
@@ -35,11 +39,17 @@ from pydantic_ai.messages import (
 )
 
 from app.chat.rows import StoredMessage, StoredToolCall
+from app.llm.dtl import ACTIVATED_KEY
+from app.tools.activation import ACTIVATE_TOOLS
 
 REJECTED_TOOL_RETURN_CONTENT = "The user rejected this tool call."
 
 
-def build_history(rows: Sequence[StoredMessage]) -> list[ModelMessage]:
+def build_history(
+    rows: Sequence[StoredMessage], anchors: Mapping[int, Sequence[str]] | None = None
+) -> list[ModelMessage]:
+    """The history for `rows`; `anchors` maps a message id to the groups activated there."""
+    anchors = anchors or {}
     history: list[ModelMessage] = []
     for row in rows:
         if row.role == "user":
@@ -49,7 +59,7 @@ def build_history(rows: Sequence[StoredMessage]) -> list[ModelMessage]:
         if response is None:
             continue
         history.append(response)
-        returns = list(_tool_returns(response, row))
+        returns = list(_tool_returns(response, row, anchors.get(row.id, ())))
         if returns:
             history.append(ModelRequest(parts=returns, timestamp=row.created_at))
     return history
@@ -88,15 +98,34 @@ def _args(arguments: Any) -> dict[str, Any] | str:
     return arguments if isinstance(arguments, dict | str) else {}
 
 
-def _tool_returns(response: ModelResponse, row: StoredMessage) -> Iterable[ModelRequestPart]:
+def _tool_returns(
+    response: ModelResponse, row: StoredMessage, anchored: Sequence[str]
+) -> Iterable[ModelRequestPart]:
     by_id = {call.tool_call_id: call for call in row.tool_calls}
     for part in response.parts:
         if isinstance(part, ToolCallPart):
-            yield _tool_return(part, by_id.get(part.tool_call_id), row)
+            yield _tool_return(part, by_id.get(part.tool_call_id), row, anchored)
+
+
+def _activated(call: StoredToolCall | None, anchored: Sequence[str]) -> list[str]:
+    """The anchored groups this `activate_tools` call is the one that activated."""
+    if call is None or call.name != ACTIVATE_TOOLS or not anchored or not call.result:
+        return []
+    try:
+        report = json.loads(call.result)
+    except ValueError:
+        return []
+    if not isinstance(report, list):
+        return []
+    return [
+        r["group"]
+        for r in report
+        if isinstance(r, dict) and r.get("status") == "activated" and r.get("group") in anchored
+    ]
 
 
 def _tool_return(
-    part: ToolCallPart, call: StoredToolCall | None, row: StoredMessage
+    part: ToolCallPart, call: StoredToolCall | None, row: StoredMessage, anchored: Sequence[str]
 ) -> ToolReturnPart:
     status = call.status if call is not None else "running"
     if status == "done":
@@ -108,10 +137,12 @@ def _tool_return(
         content, outcome = (call.result if call else None) or REJECTED_TOOL_RETURN_CONTENT, "denied"
     else:  # running, pending, cancelled: the call never finished
         content, outcome = INTERRUPTED_TOOL_RETURN_CONTENT, "interrupted"
+    activated = _activated(call, anchored) if status == "done" else []
     return ToolReturnPart(
         tool_name=part.tool_name,
         content=content,
         tool_call_id=part.tool_call_id,
+        metadata={ACTIVATED_KEY: activated} if activated else None,
         outcome=outcome,
         timestamp=row.created_at,
     )

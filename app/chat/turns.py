@@ -26,10 +26,11 @@ from pydantic_ai.models import Model
 from pydantic_ai.ui.vercel_ai.response_types import AbortChunk, DoneChunk
 from pydantic_ai.usage import UsageLimits
 
-from app.chat.activations import load_active_groups
+from app.chat.activations import load_anchors
 from app.chat.builder import build_history
 from app.chat.recorder import Recorder
 from app.chat.request_log import RequestLog
+from app.chat.request_shape import RequestShape
 from app.chat.rows import load_rows
 from app.chat.stream import SDK_VERSION, TurnEventStream, user_facing_error
 from app.files.roots import user_root
@@ -151,8 +152,8 @@ class Turn:
         try:
             async with services.sessions() as db:
                 rows = await load_rows(db, plan.chat_id)
-                active = await load_active_groups(db, plan.chat_id)
-            history = build_history(rows)
+                anchors = await load_anchors(db, plan.chat_id)
+            history = build_history(rows, anchors)
             catalogue = services.catalogue
             agent = turn_agent(services.models.get(plan.model, services.registry))
             deps = TurnDeps(
@@ -160,13 +161,13 @@ class Turn:
                 chat_id=plan.chat_id,
                 file_root=user_root(services.settings.data_dir, plan.user_id),
                 catalogue=catalogue,
-                active_groups=active,
+                active_groups={group for groups in anchors.values() for group in groups},
             )
             async with agent.run_stream_events(
                 message_history=history,
                 instructions=instructions(catalogue),
                 toolsets=[GroupToolset(services.group_call)],
-                capabilities=[recorder, request_log],
+                capabilities=[recorder, request_log, RequestShape(services.clock)],
                 model_settings=model_settings(plan.model),
                 deps=deps,
                 usage_limits=UsageLimits(request_limit=max_rounds),

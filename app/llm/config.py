@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from app.config_errors import load_config_file
 
@@ -54,6 +54,15 @@ class ProviderConfig(_Strict):
     dtl: DtlMode | None = None
     models: list[ModelConfig] = Field(min_length=1)
     enrich: list[EnrichRule] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _dtl_fits_kind(self) -> ProviderConfig:
+        """A DTL format is a wire shape: only the APIs that have it can be sent it."""
+        if self.dtl == "anthropic_tool_reference" and self.kind != "anthropic":
+            raise ValueError("dtl anthropic_tool_reference needs kind anthropic")
+        if self.dtl == "kimi_system_tools" and self.kind in ("anthropic", "demo"):
+            raise ValueError("dtl kimi_system_tools needs an OpenAI-compatible kind")
+        return self
 
     @field_validator("models")
     @classmethod

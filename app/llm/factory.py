@@ -28,13 +28,16 @@ class ModelUnavailable(Exception):
 
 
 def capability_profile(model: ModelInfo) -> ModelProfile:
-    """The file-input part of the profile, from hearth's capabilities alone."""
+    """File input from hearth's capabilities alone, and the tail in its own place."""
     capabilities = set(model.capabilities)
     return ModelProfile(
         supports_image_input="vision" in capabilities,
         supports_document_input="document" in capabilities,
         supports_video_input="video" in capabilities,
         supports_audio_file_input=False,
+        # hearth places its only mid-conversation system text (the dynamic tail) itself, in the
+        # provider's own place for it (WIRE.md §2c), rather than as `<system>` user text.
+        supports_inline_system_prompts=True,
     )
 
 
@@ -74,23 +77,35 @@ def build_model(model: ModelInfo, registry: ModelRegistry) -> Model:
     if kind == "demo":
         return demo_model(model.id, profile)
     if kind == "anthropic":
-        from pydantic_ai.models.anthropic import AnthropicModel
         from pydantic_ai.providers.anthropic import AnthropicProvider
+
+        from app.llm.anthropic_wire import HearthAnthropicModel
 
         provider_args: dict[str, Any] = {"api_key": api_key or "missing"}
         if model.provider.base_url:
             provider_args["base_url"] = model.provider.base_url
-        return AnthropicModel(name, provider=AnthropicProvider(**provider_args), profile=profile)
+        return HearthAnthropicModel(
+            name,
+            provider=AnthropicProvider(**provider_args),
+            profile=profile,
+            dtl_mode=model.dtl_mode,
+        )
     if kind == "moonshot":
-        from pydantic_ai.models.openai import OpenAIChatModel
         from pydantic_ai.providers.moonshotai import MoonshotAIProvider
 
+        from app.llm.openai_wire import HearthOpenAIChatModel
+
         provider = MoonshotAIProvider(api_key=api_key or "missing", base_url=model.base_url)
-        return OpenAIChatModel(name, provider=provider, profile=profile)
+        return HearthOpenAIChatModel(
+            name, provider=provider, profile=profile, dtl_mode=model.dtl_mode
+        )
     if kind in OPENAI_COMPATIBLE:
-        from pydantic_ai.models.openai import OpenAIChatModel
         from pydantic_ai.providers.openai import OpenAIProvider
 
+        from app.llm.openai_wire import HearthOpenAIChatModel
+
         provider = OpenAIProvider(base_url=model.base_url, api_key=api_key or "not-needed")
-        return OpenAIChatModel(name, provider=provider, profile=profile)
+        return HearthOpenAIChatModel(
+            name, provider=provider, profile=profile, dtl_mode=model.dtl_mode
+        )
     raise ModelUnavailable(f"provider kind {kind!r} has no model factory")

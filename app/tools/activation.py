@@ -11,8 +11,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pydantic_ai import ModelRetry, RunContext, Tool
+from pydantic_ai import ModelRetry, RunContext, Tool, ToolReturn
 
+from app.llm.dtl import ACTIVATED_KEY
 from app.tools.deps import TurnDeps
 
 ACTIVATE_TOOLS = "activate_tools"
@@ -40,7 +41,7 @@ def activation_report(deps: TurnDeps, groups: list[str]) -> list[dict[str, Any]]
     return report
 
 
-async def activate_tools(ctx: RunContext[TurnDeps], groups: list[str]) -> str:
+async def activate_tools(ctx: RunContext[TurnDeps], groups: list[str]) -> ToolReturn:
     """Activate groups of tools from the catalogue in the system prompt, by group name.
 
     Their tools can be called from the next step on. Answers, per group, whether it was
@@ -52,7 +53,10 @@ async def activate_tools(ctx: RunContext[TurnDeps], groups: list[str]) -> str:
         raise ModelRetry(
             f"No group could be activated: {json.dumps(report)}. Groups in the catalogue: {known}."
         )
-    return json.dumps(report)
+    activated = [r["group"] for r in report if r["status"] == "activated"]
+    # The anchor of the activation, for the model classes that render it (WIRE.md §2).
+    metadata = {ACTIVATED_KEY: activated} if activated else None
+    return ToolReturn(json.dumps(report), metadata=metadata)
 
 
 activate_tools_tool = Tool(activate_tools, name=ACTIVATE_TOOLS, sequential=True)

@@ -1,10 +1,17 @@
-"""The tools of activated groups, as a pydantic-ai toolset.
+"""The catalogue's tools, as a pydantic-ai toolset.
 
-`get_tools` runs before every model request, so the set it returns follows the turn's
-`active_groups` as they grow: in the `none` DTL mode the tool array grows by exactly the
-activated groups' tools (WIRE.md §2), and it is byte-stable otherwise (tools keep catalogue
-order). Calls are routed to the group that owns the tool; a group that cannot answer gives
-the model a clear tool error, never a failed turn.
+`get_tools` runs before every model request with the serving model known, so what it declares
+follows that model's DTL mode (WIRE.md §2):
+
+- `none`: the tools of the groups activated so far, so the array grows by exactly the activated
+  groups' tools as the turn's `active_groups` grows;
+- `anthropic_tool_reference` and `kimi_system_tools`: every catalogue tool, on every request,
+  each marked with its group; the model class decides how they go on the wire (all deferred, or
+  declared by system-tools messages) and the set never changes within a process.
+
+Tools keep catalogue order, so the array is byte-stable. Calls are routed to the group that owns
+the tool, only once that group is active; a group that cannot answer gives the model a clear
+tool error, never a failed turn.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset
 from pydantic_ai.toolsets.abstract import ToolsetTool
 
+from app.llm.dtl import GROUP_KEY, dtl_mode_of
 from app.tools.deps import TurnDeps
 
 GroupCall = Callable[[str, str, dict[str, Any]], Awaitable[Any]]
@@ -42,8 +50,9 @@ class GroupToolset(AbstractToolset[TurnDeps]):
 
     async def get_tools(self, ctx: RunContext[TurnDeps]) -> dict[str, ToolsetTool[TurnDeps]]:
         tools: dict[str, ToolsetTool[TurnDeps]] = {}
+        every_tool = dtl_mode_of(ctx.model) != "none"
         for entry in ctx.deps.catalogue.entries:
-            if entry.group.name not in ctx.deps.active_groups:
+            if not every_tool and entry.group.name not in ctx.deps.active_groups:
                 continue
             for tool in entry.group.tools:
                 tools[tool.name] = ToolsetTool(
@@ -52,6 +61,7 @@ class GroupToolset(AbstractToolset[TurnDeps]):
                         name=tool.name,
                         description=tool.description,
                         parameters_json_schema=tool.parameters,
+                        metadata={GROUP_KEY: entry.group.name},
                     ),
                     max_retries=2,
                     args_validator=TOOL_SCHEMA_VALIDATOR,

@@ -9,6 +9,7 @@ import pytest
 
 from app.llm.registry import ModelRegistry
 from app.services import Services
+from tests.catalogue_setup import catalogue as catalogue  # the fixture, for every API test
 from tests.fakes.providers import FakeAnthropic, FakeOpenAI, FakeProviderServer
 from tests.provider_setup import providers_yaml
 

@@ -28,6 +28,7 @@ from tests.fakes.providers import (
 from tests.golden import assert_golden
 from tests.provider_setup import CALL_IDS, KINDS, MODEL_IDS
 from tests.support import Client, parse_stream, wait_until_idle
+from tests.wire import conversation, tail_of
 
 pytestmark = pytest.mark.usefixtures("services")
 
@@ -105,9 +106,11 @@ async def test_next_turn_replays_the_stored_history_byte_for_byte(
     await send(user, chat_id, "And now?")
     sent = bodies(fake)
     assert len(sent) == 3
-    earlier, later = sent[1]["messages"], sent[2]["messages"]
-    # What the model was sent in the first turn comes back unchanged from the stored rows.
+    earlier, later = conversation(sent[1]), conversation(sent[2])
+    # What the model was sent in the first turn comes back unchanged from the stored rows, and
+    # the dynamic tail is the last thing of every request.
     assert later[: len(earlier)] == earlier
+    assert all(tail_of(body) for body in sent)
     assert sent[2].get("tools") == sent[1].get("tools")
     assert sent[2].get("system") == sent[1].get("system")
 

@@ -143,6 +143,15 @@ def test_local_servers_count_once_they_answer(tmp_path: Path) -> None:
             "providers:\n  - {id: a, kind: openai, models: [{id: m, context_window: -5}]}\n",
             ["models[0].context_window", "greater than 0"],
         ),
+        (
+            "providers:\n  - {id: a, kind: openai, dtl: anthropic_tool_reference, "
+            "models: [{id: m}]}\n",
+            ["provider 'a'", "needs kind anthropic"],
+        ),
+        (
+            "providers:\n  - {id: a, kind: anthropic, dtl: kimi_system_tools, models: [{id: m}]}\n",
+            ["provider 'a'", "OpenAI-compatible"],
+        ),
     ],
 )
 def test_bad_files_name_file_entry_and_problem(

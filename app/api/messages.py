@@ -13,7 +13,7 @@ from app.api.chats import usable_model
 from app.api.deps import Auth, DbSession, ServicesDep
 from app.api.errors import unprocessable
 from app.api.schemas.common import RequestBody, error_responses
-from app.chat import leases, store
+from app.chat import approvals, leases, store
 from app.chat.stream import STREAM_HEADERS
 from app.chat.turns import TurnPlan
 from app.db.models import Message, Upload
@@ -74,6 +74,8 @@ async def send_message(
             raise HTTPException(404, "upload not found")
 
     now = services.clock.now()
+    if await approvals.has_pending(db, chat_id):
+        raise HTTPException(409, "the turn waits for approvals: answer them, or stop the turn")
     owner = services.turns.new_owner()
     if not await leases.acquire(db, chat_id, auth.user.id, owner, now, services.turns.lease):
         raise HTTPException(409, "a turn is already running in this chat")
@@ -115,9 +117,14 @@ async def send_message(
 async def stop_turn(
     chat_id: uuid.UUID, auth: Auth, services: ServicesDep, db: DbSession
 ) -> StopOut:
-    """Stop the chat's running turn: the model request is cancelled, partial text kept."""
+    """Stop the chat's running turn: the model request is cancelled, partial text kept.
+
+    A turn paused for approvals ends here: its pending calls are cancelled."""
     if await store.get_chat(db, auth.user.id, chat_id) is None:
         raise HTTPException(404, "chat not found")
-    if not await services.turns.stop(chat_id, auth.user.id):
-        raise HTTPException(409, "no turn is running in this chat")
-    return StopOut(status="stopping")
+    if await services.turns.stop(chat_id, auth.user.id):
+        return StopOut(status="stopping")
+    if await approvals.cancel_pending(db, chat_id, services.clock.now()):
+        await db.commit()
+        return StopOut(status="stopped")
+    raise HTTPException(409, "no turn is running in this chat")

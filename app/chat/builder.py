@@ -9,9 +9,10 @@ turns and makes golden wire tests possible.
   (`provider_details["response"]`, pydantic-ai's own serialisation, so thinking signatures and
   reasoning content replay exactly); rows without it are rebuilt from their columns.
 - Every tool call the response made is answered in the request that follows it, from its
-  `chat_llm_tools` row. A call left `running` or `pending` by a crash, or `cancelled` by a stop,
-  is answered as interrupted rather than dropped, so the provider always sees each call paired
-  with its result.
+  `chat_llm_tools` row. A call left `running` by a crash, or `cancelled` by a stop, is answered
+  as interrupted rather than dropped, so the provider always sees each call paired with its
+  result. A `pending` call (a turn paused for approvals) is left unanswered: only the resumed
+  turn exists then, and pydantic-ai answers it from the user's decisions.
 - The `activate_tools` return that activated groups still anchored at its message
   (`activated_tools` rows) carries them in its metadata, where each model class renders the
   activation its own way (WIRE.md §2); after a reset it is the plain answer again.
@@ -104,7 +105,10 @@ def _tool_returns(
     by_id = {call.tool_call_id: call for call in row.tool_calls}
     for part in response.parts:
         if isinstance(part, ToolCallPart):
-            yield _tool_return(part, by_id.get(part.tool_call_id), row, anchored)
+            call = by_id.get(part.tool_call_id)
+            if call is not None and call.status == "pending":
+                continue
+            yield _tool_return(part, call, row, anchored)
 
 
 def _activated(call: StoredToolCall | None, anchored: Sequence[str]) -> list[str]:
@@ -135,7 +139,7 @@ def _tool_return(
         content, outcome = (call.result if call else None) or "The tool failed.", "retried"
     elif status == "rejected":
         content, outcome = (call.result if call else None) or REJECTED_TOOL_RETURN_CONTENT, "denied"
-    else:  # running, pending, cancelled: the call never finished
+    else:  # running, cancelled: the call never finished
         content, outcome = INTERRUPTED_TOOL_RETURN_CONTENT, "interrupted"
     activated = _activated(call, anchored) if status == "done" else []
     return ToolReturnPart(

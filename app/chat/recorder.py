@@ -9,7 +9,10 @@ A pydantic-ai capability, so it sees every round whichever way the run is driven
 - when the round ends it stores the content, reasoning, the full response for replay (thinking
   signatures, reasoning content), the model and the usage split into input, output, cache read
   and cache write tokens;
-- each tool call becomes a `chat_llm_tools` row that goes `running` -> `done` / `failed`.
+- each tool call becomes a `chat_llm_tools` row that goes `running` -> `done` / `failed`; a
+  call that waits for the user's approval goes `pending` when the run pauses (a `write_file`
+  row gets its preview when the call is made), and when the turn resumes from the user's
+  decisions the same row goes on: `running` -> `done` / `failed`, or `rejected`.
 
 When a turn ends abnormally the turn runner calls `abort`, which closes whatever is open.
 Every write is its own short transaction: what happened is stored as soon as it happened.
@@ -17,6 +20,7 @@ Every write is its own short transaction: what happened is stored as soon as it 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from dataclasses import dataclass, field
@@ -26,6 +30,7 @@ import orjson
 from pydantic_ai import RunContext
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.messages import (
+    DeferredToolRequestsEvent,
     FunctionToolCallEvent,
     FunctionToolResultEvent,
     ModelMessagesTypeAdapter,
@@ -46,6 +51,7 @@ from app.chat.events import HearthPart
 from app.clock import Clock
 from app.db.models import ActivatedTool, ChatLlmTool, Message
 from app.tools.activation import ACTIVATE_TOOLS
+from app.tools.writing import WRITE_FILE, preview
 
 
 @dataclass
@@ -103,6 +109,18 @@ class Recorder(AbstractCapability[Any]):
         self.message_ids: list[int] = []
         self.running_tools: dict[str, int] = {}
         """tool_call_id -> chat_llm_tools row id, for calls that have not finished."""
+        self.adopted: dict[str, int] = {}
+        """tool_call_id -> row id of the pending calls a resumed turn carries on."""
+
+    async def adopt_pending(self) -> None:
+        """A resumed turn continues the chat's pending calls on their own rows."""
+        async with self.sessions() as db:
+            rows = await db.execute(
+                select(ChatLlmTool.tool_call_id, ChatLlmTool.id).where(
+                    ChatLlmTool.chat_id == self.chat_id, ChatLlmTool.status == "pending"
+                )
+            )
+            self.adopted = {tool_call_id: row_id for tool_call_id, row_id in rows}
 
     # -- rounds ------------------------------------------------------------------------------
 
@@ -174,28 +192,64 @@ class Recorder(AbstractCapability[Any]):
             elif isinstance(event.delta, ThinkingPartDelta) and event.delta.content_delta:
                 current.reasoning.append(event.delta.content_delta)
         elif isinstance(event, FunctionToolCallEvent):
-            await self._tool_started(event)
+            await self._tool_started(ctx, event)
         elif isinstance(event, FunctionToolResultEvent):
             await self._tool_finished(ctx, event)
+        elif isinstance(event, DeferredToolRequestsEvent):
+            await self._paused([call.tool_call_id for call in event.requests.approvals])
 
-    async def _tool_started(self, event: FunctionToolCallEvent) -> None:
-        assert self.round is not None
+    async def _tool_started(self, ctx: RunContext[Any], event: FunctionToolCallEvent) -> None:
         part = event.part
         now = self.clock.now()
+        adopted = self.adopted.pop(part.tool_call_id, None)
         async with self.sessions() as db:
+            if adopted is not None:
+                await db.execute(
+                    update(ChatLlmTool)
+                    .where(ChatLlmTool.id == adopted)
+                    .values(status="running", updated_at=now)
+                )
+                await db.commit()
+                self.running_tools[part.tool_call_id] = adopted
+                return
+            assert self.round is not None
+            arguments = part.args_as_dict()
+            previews = None
+            if part.tool_name == WRITE_FILE and isinstance(arguments.get("content"), str):
+                previews = await asyncio.to_thread(
+                    preview,
+                    ctx.deps.file_root,
+                    str(arguments.get("path", "")),
+                    arguments["content"],
+                )
             row = ChatLlmTool(
                 chat_id=self.chat_id,
                 message_id=self.round.message_id,
                 tool_call_id=part.tool_call_id,
                 name=part.tool_name,
-                arguments=part.args_as_dict(),
+                arguments=arguments,
                 status="running",
+                preview_old=previews[0] if previews else None,
+                preview_new=previews[1] if previews else None,
                 created_at=now,
                 updated_at=now,
             )
             db.add(row)
             await db.commit()
         self.running_tools[part.tool_call_id] = row.id
+
+    async def _paused(self, tool_call_ids: list[str]) -> None:
+        """The run stops here: these calls wait for the user's decision."""
+        rows = [self.running_tools.pop(i) for i in tool_call_ids if i in self.running_tools]
+        if not rows:
+            return
+        async with self.sessions() as db:
+            await db.execute(
+                update(ChatLlmTool)
+                .where(ChatLlmTool.id.in_(rows))
+                .values(status="pending", updated_at=self.clock.now())
+            )
+            await db.commit()
 
     async def _tool_finished(self, ctx: RunContext[Any], event: FunctionToolResultEvent) -> None:
         part = event.part
@@ -209,7 +263,7 @@ class Recorder(AbstractCapability[Any]):
         else:
             assert isinstance(part, ToolReturnPart)
             result, result_type = tool_result_text(part.content)
-            status = "done" if part.outcome == "success" else "failed"
+            status = {"success": "done", "denied": "rejected"}.get(part.outcome, "failed")
         async with self.sessions() as db:
             await db.execute(
                 update(ChatLlmTool)

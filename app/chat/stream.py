@@ -43,14 +43,16 @@ def user_facing_error(error: BaseException, max_rounds: int) -> str:
 
 @dataclass(kw_only=True)
 class TurnEventStream(VercelAIEventStream[Any, Any]):
-    user_message_id: int
+    user_message_id: int | None
+    """None for a resumed turn, which stores no user message of its own."""
     usage: Callable[[], dict[str, int]]
     max_rounds: int = 25
     error: BaseException | None = field(default=None, init=False)
 
     async def before_stream(self) -> AsyncIterator[BaseChunk]:
         yield StartChunk(message_id=self.server_message_id)
-        yield DataChunk(type="data-user-message", data={"id": self.user_message_id})
+        if self.user_message_id is not None:
+            yield DataChunk(type="data-user-message", data={"id": self.user_message_id})
 
     async def handle_capability_event(self, event: Any) -> AsyncIterator[BaseChunk]:
         if isinstance(event, HearthPart):

@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pydantic_ai import Agent, CancellationToken
+from pydantic_ai import Agent, CancellationToken, DeferredToolRequests, DeferredToolResults, Tool
 from pydantic_ai.exceptions import ModelHTTPError, UsageLimitExceeded
 from pydantic_ai.models import Model
 from pydantic_ai.ui.vercel_ai.response_types import AbortChunk, DoneChunk
@@ -41,6 +41,7 @@ from app.tools.catalogue import Catalogue
 from app.tools.deps import TurnDeps
 from app.tools.files import list_files, read_file
 from app.tools.groups import GroupToolset
+from app.tools.writing import WRITE_FILE, write_file
 
 if TYPE_CHECKING:
     from app.services import Services
@@ -67,7 +68,14 @@ def turn_agent(model: Model) -> Agent[TurnDeps, str]:
     if cached is not None and cached[0] is model:
         return cached[1]
     agent: Agent[TurnDeps, str] = Agent(
-        model, deps_type=TurnDeps, tools=[read_file, list_files, activate_tools_tool]
+        model,
+        deps_type=TurnDeps,
+        tools=[
+            read_file,
+            list_files,
+            Tool(write_file, name=WRITE_FILE, requires_approval=True),
+            activate_tools_tool,
+        ],
     )
     _AGENTS[id(model)] = (model, agent)
     return agent
@@ -87,7 +95,10 @@ class TurnPlan:
     user_id: uuid.UUID
     chat_id: uuid.UUID
     user_message_id: int
+    """The user message that started the question this turn answers."""
     model: ModelInfo
+    resume: DeferredToolResults | None = None
+    """The user's decisions on the calls a paused turn waits for; the turn continues from them."""
 
 
 def end_status(error: BaseException, streamed: bool) -> str:
@@ -132,6 +143,8 @@ class Turn:
     async def run(self) -> None:
         services, plan = self.services, self.plan
         recorder = Recorder(services.sessions, plan.chat_id, plan.model.id, services.clock)
+        if plan.resume is not None:
+            await recorder.adopt_pending()
         request_log = RequestLog(
             services.sessions,
             user_id=plan.user_id,
@@ -145,7 +158,7 @@ class Turn:
         stream = TurnEventStream(
             sdk_version=SDK_VERSION,
             server_message_id=f"turn-{plan.user_message_id}",
-            user_message_id=plan.user_message_id,
+            user_message_id=None if plan.resume is not None else plan.user_message_id,
             usage=recorder.usage.as_dict,
             max_rounds=max_rounds,
         )
@@ -170,6 +183,8 @@ class Turn:
                 capabilities=[recorder, request_log, RequestShape(services.clock)],
                 model_settings=model_settings(plan.model),
                 deps=deps,
+                output_type=[str, DeferredToolRequests],
+                deferred_tool_results=plan.resume,
                 usage_limits=UsageLimits(request_limit=max_rounds),
                 cancellation_token=self.cancellation,
             ) as events:

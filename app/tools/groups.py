@@ -10,7 +10,8 @@ follows that model's DTL mode (WIRE.md §2):
   declared by system-tools messages) and the set never changes within a process.
 
 Tools keep catalogue order, so the array is byte-stable. Calls are routed to the group that owns
-the tool, only once that group is active; a group that cannot answer gives the model a clear
+the tool, only once that group is active (and, for a server marked `requires_approval`, once
+the user approved the call); a group that cannot answer gives the model a clear
 tool error, never a failed turn.
 """
 
@@ -62,6 +63,8 @@ class GroupToolset(AbstractToolset[TurnDeps]):
                         description=tool.description,
                         parameters_json_schema=tool.parameters,
                         metadata={GROUP_KEY: entry.group.name},
+                        # A server marked `requires_approval`: every call waits for the user.
+                        kind="unapproved" if entry.group.requires_approval else "function",
                     ),
                     max_retries=2,
                     args_validator=TOOL_SCHEMA_VALIDATOR,

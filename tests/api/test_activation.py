@@ -43,7 +43,7 @@ async def test_activate_then_call_grows_the_tool_array(
     assert activation["data"] == {"message_id": rounds[0], "groups": ["weather"]}
 
     sent = [r.body for r in fake.model_requests]
-    base = ["read_file", "list_files", "activate_tools"]
+    base = ["read_file", "list_files", "write_file", "activate_tools"]
     assert tool_names(sent[0]) == base
     assert tool_names(sent[1]) == [*base, "mcp__weather__forecast", "mcp__weather__alerts"]
     assert tool_names(sent[2]) == tool_names(sent[1])

@@ -24,7 +24,7 @@ from tests.wire import TAIL_PREFIX, conversation, tail_of
 
 pytestmark = pytest.mark.usefixtures("services", "registry", "catalogue")
 
-ALWAYS_ON = ["read_file", "list_files", "activate_tools"]
+ALWAYS_ON = ["read_file", "list_files", "write_file", "activate_tools"]
 WEATHER_TOOLS = [tool.name for tool in WEATHER.tools]
 CATALOGUE_TOOLS = [*WEATHER_TOOLS, "mcp__mail__send"]
 FAKE = {"anthropic_tool_reference": "anthropic", "kimi_system_tools": "moonshot", "none": "openai"}
@@ -113,9 +113,9 @@ async def test_anthropic_tool_reference_rules(
     assert len({canonical(body["tools"]) for body in sent}) == 1
     tools = sent[0]["tools"]
     assert tool_names(sent[0]) == [*ALWAYS_ON, *CATALOGUE_TOOLS]
-    assert [t.get("defer_loading", False) for t in tools] == [False] * 3 + [True] * 3
-    assert [("cache_control" in t) for t in tools] == [False, False, True, False, False, False]
-    assert tools[2]["cache_control"] == {"type": "ephemeral"}
+    assert [t.get("defer_loading", False) for t in tools] == [False] * 4 + [True] * 3
+    assert [("cache_control" in t) for t in tools] == [False] * 3 + [True] + [False] * 3
+    assert tools[3]["cache_control"] == {"type": "ephemeral"}
     for body in sent:
         # The static system block carries a breakpoint; nothing dynamic sits in `system`.
         assert body["system"][0]["cache_control"] == {"type": "ephemeral"}
@@ -215,7 +215,7 @@ async def test_the_serving_model_decides_the_mode(
     assert response.status_code == 200
     await wait_until_idle(user, chat_id)
     [body] = bodies(fakes["anthropic"])
-    assert [t.get("defer_loading", False) for t in body["tools"]] == [False] * 3 + [True] * 3
+    assert [t.get("defer_loading", False) for t in body["tools"]] == [False] * 4 + [True] * 3
     result = next(
         block
         for message in body["messages"]

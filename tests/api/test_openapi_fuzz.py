@@ -35,9 +35,15 @@ from app.main import create_app
 from app.settings import Settings
 from tests.support import ROOT, fresh_database, live_server
 
+# Property-based, end to end over the whole API: in the full run, not the quick subset.
+pytestmark = pytest.mark.slow
+
 EXAMPLES = 40
 # Logging out would end the session every later example relies on; its own tests cover it.
 SKIPPED = {("POST", "/api/auth/logout")}
+
+# Property-based and end to end over the whole API: part of the full run, not the quick one.
+pytestmark = pytest.mark.slow
 
 
 class ThreadedServer:

@@ -12,6 +12,8 @@ DTL_MODEL_IDS = {
     "none": "oai/gpt-test",
 }
 """A model per DTL mode: each of the first two has `tool_search` (the second by an enrich rule)."""
+MEDIA_MODEL_IDS = {"anthropic": "anth/claude-test", "openai": "oai/gpt-vision"}
+"""Models that view images and PDFs."""
 CALL_IDS = {
     "anthropic": "toolu_01Abc",
     "openai": "call_abc123",
@@ -34,7 +36,9 @@ providers:
     kind: openai
     base_url: {fakes["openai"].base_url}
     api_key_env: HEARTH_TEST_PROVIDER_KEY
-    models: [{{id: gpt-test, max_output_tokens: 1024}}]
+    models:
+      - {{id: gpt-test, max_output_tokens: 1024}}
+      - {{id: gpt-vision, capabilities: [vision, document], max_output_tokens: 1024}}
   - id: kimi
     kind: moonshot
     base_url: {fakes["moonshot"].base_url}

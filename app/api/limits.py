@@ -1,11 +1,13 @@
 """A ceiling on request bodies, enforced while they arrive.
 
 JSON routes never need more than a few megabytes; without a ceiling one careless or hostile
-client could make the server buffer gigabytes. Uploads have their own, larger limit and stream
-to disk, so their path is exempt here. A declared `Content-Length` over the ceiling is refused
-before it reaches the app; a chunked body is counted as it streams. Either way the rest of
-the body (up to `DRAIN_LIMIT`) is read and dropped before the 413 goes out, so an ordinary
-HTTP client, which sends its whole body before reading, sees the answer instead of a reset.
+client could make the server buffer gigabytes. `POST /api/uploads` has its own, larger limit
+per file, which it enforces while it streams to disk, so that exact path is exempt here (and
+only it: the other routes under `/api/uploads/` stay capped). A declared `Content-Length` over
+the ceiling is refused before it reaches the app; a chunked body is counted as it streams.
+Either way the rest of the body (up to `DRAIN_LIMIT`) is read and dropped before the 413 goes
+out, so an ordinary HTTP client, which sends its whole body before reading, sees the answer
+instead of a reset.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ class BodyLimitMiddleware:
         self.exempt = exempt
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"].startswith(self.exempt):
+        if scope["type"] != "http" or scope["path"] in self.exempt:
             await self.app(scope, receive, send)
             return
         for name, value in scope["headers"]:

@@ -4,7 +4,9 @@ It is a pure function of the rows (and, as later features land, the serving mode
 catalogue): the same rows give the same history, which keeps provider prompt caches warm across
 turns and makes golden wire tests possible.
 
-- A user message becomes a request with its text.
+- A user message becomes a request with its text; its id and its attachments (references, not
+  bytes) ride in the request's metadata, for the media router that decides per serving model
+  what is shown and what is a note.
 - A model round becomes the response it was. The recorder keeps each round's full response
   (`provider_details["response"]`, pydantic-ai's own serialisation, so thinking signatures and
   reasoning content replay exactly); rows without it are rebuilt from their columns.
@@ -40,7 +42,7 @@ from pydantic_ai.messages import (
 )
 
 from app.chat.rows import StoredMessage, StoredToolCall
-from app.llm.dtl import ACTIVATED_KEY
+from app.llm.dtl import ACTIVATED_KEY, MEDIA_KEY, MESSAGE_ID_KEY
 from app.tools.activation import ACTIVATE_TOOLS
 
 REJECTED_TOOL_RETURN_CONTENT = "The user rejected this tool call."
@@ -67,9 +69,13 @@ def build_history(
 
 
 def _user_request(row: StoredMessage) -> ModelRequest:
+    metadata: dict[str, Any] = {MESSAGE_ID_KEY: row.id}
+    if row.attachments:
+        metadata[MEDIA_KEY] = [medium.as_dict() for medium in row.attachments]
     return ModelRequest(
         parts=[UserPromptPart(content=row.content, timestamp=row.created_at)],
         timestamp=row.created_at,
+        metadata=metadata,
     )
 
 
@@ -141,12 +147,17 @@ def _tool_return(
         content, outcome = (call.result if call else None) or REJECTED_TOOL_RETURN_CONTENT, "denied"
     else:  # running, cancelled: the call never finished
         content, outcome = INTERRUPTED_TOOL_RETURN_CONTENT, "interrupted"
-    activated = _activated(call, anchored) if status == "done" else []
+    metadata: dict[str, Any] = {}
+    if status == "done" and call is not None:
+        if activated := _activated(call, anchored):
+            metadata[ACTIVATED_KEY] = activated
+        if call.media:
+            metadata[MEDIA_KEY] = [medium.as_dict() for medium in call.media]
     return ToolReturnPart(
         tool_name=part.tool_name,
         content=content,
         tool_call_id=part.tool_call_id,
-        metadata={ACTIVATED_KEY: activated} if activated else None,
+        metadata=metadata or None,
         outcome=outcome,
         timestamp=row.created_at,
     )

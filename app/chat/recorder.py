@@ -50,6 +50,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.chat.events import HearthPart
 from app.clock import Clock
 from app.db.models import ActivatedTool, ChatLlmTool, Message
+from app.llm.dtl import MEDIA_KEY
 from app.tools.activation import ACTIVATE_TOOLS
 from app.tools.writing import WRITE_FILE, preview
 
@@ -256,6 +257,7 @@ class Recorder(AbstractCapability[Any]):
         row_id = self.running_tools.pop(part.tool_call_id, None)
         if row_id is None:
             return
+        media = None
         if isinstance(part, RetryPromptPart):
             result, result_type, status = part.model_response(), "text", "failed"
             if isinstance(part.content, str):
@@ -264,6 +266,8 @@ class Recorder(AbstractCapability[Any]):
             assert isinstance(part, ToolReturnPart)
             result, result_type = tool_result_text(part.content)
             status = {"success": "done", "denied": "rejected"}.get(part.outcome, "failed")
+            if isinstance(part.metadata, dict) and part.metadata.get(MEDIA_KEY):
+                media = part.metadata[MEDIA_KEY]
         async with self.sessions() as db:
             await db.execute(
                 update(ChatLlmTool)
@@ -272,6 +276,7 @@ class Recorder(AbstractCapability[Any]):
                     status=status,
                     result=result,
                     result_type=result_type,
+                    media=media,
                     updated_at=self.clock.now(),
                 )
             )

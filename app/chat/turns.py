@@ -28,6 +28,7 @@ from pydantic_ai.usage import UsageLimits
 
 from app.chat.activations import load_anchors
 from app.chat.builder import build_history
+from app.chat.media import MediaRouter
 from app.chat.recorder import Recorder
 from app.chat.request_log import RequestLog
 from app.chat.request_shape import RequestShape
@@ -39,7 +40,7 @@ from app.llm.registry import ModelInfo
 from app.tools.activation import activate_tools_tool
 from app.tools.catalogue import Catalogue
 from app.tools.deps import TurnDeps
-from app.tools.files import list_files, read_file
+from app.tools.files import describe_read_file, list_files, read_file
 from app.tools.groups import GroupToolset
 from app.tools.writing import WRITE_FILE, write_file
 
@@ -71,7 +72,7 @@ def turn_agent(model: Model) -> Agent[TurnDeps, str]:
         model,
         deps_type=TurnDeps,
         tools=[
-            read_file,
+            Tool(read_file, prepare=describe_read_file),
             list_files,
             Tool(write_file, name=WRITE_FILE, requires_approval=True),
             activate_tools_tool,
@@ -180,7 +181,12 @@ class Turn:
                 message_history=history,
                 instructions=instructions(catalogue),
                 toolsets=[GroupToolset(services.group_call)],
-                capabilities=[recorder, request_log, RequestShape(services.clock)],
+                capabilities=[
+                    recorder,
+                    request_log,
+                    MediaRouter(deps.file_root, plan.user_message_id),
+                    RequestShape(services.clock),
+                ],
                 model_settings=model_settings(plan.model),
                 deps=deps,
                 output_type=[str, DeferredToolRequests],

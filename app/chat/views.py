@@ -40,6 +40,7 @@ TOOL_COLUMNS = (
     "result",
     "preview_old",
     "preview_new",
+    "media",
 )
 UPLOAD_COLUMNS = ("id", "filename", "mime", "size", "sha256", "stored_path", "created_at")
 
@@ -72,7 +73,7 @@ def upload(row: Sequence[Any]) -> dict[str, Any]:
 
 
 def tool_call(row: Sequence[Any]) -> dict[str, Any]:
-    _, call_id, tool_call_id, name, arguments, status, result, preview_old, preview_new = row
+    _, call_id, tool_call_id, name, arguments, status, result, preview_old, preview_new, media = row
     return {
         "id": call_id,
         "tool_call_id": tool_call_id,
@@ -82,7 +83,11 @@ def tool_call(row: Sequence[Any]) -> dict[str, Any]:
         "result": result,
         "preview_old": preview_old,
         "preview_new": preview_new,
-        "media": [],
+        "media": [
+            {**medium, "url": "/data/files/" + quote(str(medium.get("path", "")))}
+            for medium in media or ()
+            if isinstance(medium, dict)
+        ],
     }
 
 

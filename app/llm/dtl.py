@@ -8,6 +8,9 @@ model class reads the same neutral facts and shapes its own wire:
 - the `ToolReturnPart` of the call that activated groups carries their names in its metadata
   (`ACTIVATED_KEY`): the anchor of an activation, set live by `activate_tools` and again by the
   message builder from the `activated_tools` rows, so a reset removes it from later requests;
+- a tool return that produced media (`read_file` on an image, say) carries their references,
+  `[{path, mime, size}]`, in its metadata (`MEDIA_KEY`); a user request carries its
+  attachments the same way; the media router turns them into parts or notes per model;
 - the dynamic tail (date and time, later notices) is a `SystemPromptPart` marked with
   `TAIL_REF` at the very end of the outgoing request, placed by `RequestTail`; each provider
   renders it after the conversation.
@@ -26,6 +29,9 @@ from pydantic_ai.tools import ToolDefinition
 
 GROUP_KEY = "hearth_group"
 ACTIVATED_KEY = "hearth_activated"
+MEDIA_KEY = "hearth_media"
+MESSAGE_ID_KEY = "hearth_message_id"
+"""On a user request: the id of its stored message, which names the question it starts."""
 TAIL_REF = "hearth.tail"
 
 

@@ -10,7 +10,9 @@ pydantic-ai maps the history to Chat Completions messages; this subclass changes
   request's messages before it stay byte-identical. The library's own reveal appends a
   different system message at the end of the request (WIRE.md §5), hence the override of the
   per-request mapping (`_map_user_message`, the step that renders one `ModelRequest`);
-- the dynamic tail is a final `system` message, after the conversation (every mode).
+- the dynamic tail is a final `system` message, after the conversation (every mode);
+- a PDF goes as a `file` part named as the user's file (the library names it `filename.pdf`),
+  and a video as Moonshot's `video_url` part (the library has none), WIRE.md §3.
 
 The tool definitions a request carries are known to `_map_messages` but not to the per-request
 step, so they travel in a context variable for the duration of one mapping (a model instance
@@ -25,7 +27,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from openai.types import chat
-from pydantic_ai.messages import ModelMessage, ModelRequest, ToolReturnPart
+from pydantic_ai.messages import BinaryContent, ModelMessage, ModelRequest, ToolReturnPart
 from pydantic_ai.models import ModelRequestParameters
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.settings import ModelSettings
@@ -45,6 +47,9 @@ _MAPPING: ContextVar[_Mapping | None] = ContextVar("hearth_openai_mapping", defa
 
 
 class HearthOpenAIChatModel(OpenAIChatModel):
+    # Video goes as `video_url` below, so the profile may say so when the model has `video`.
+    _unsupported_file_inputs = frozenset()
+
     def __init__(self, *args: Any, dtl_mode: DtlMode = "none", **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.dtl_mode: DtlMode = "kimi_system_tools" if dtl_mode == "kimi_system_tools" else "none"
@@ -90,6 +95,14 @@ class HearthOpenAIChatModel(OpenAIChatModel):
                 yield declared
         for tail in tails:
             yield chat.ChatCompletionSystemMessageParam(role="system", content=tail.content)
+
+    async def _map_binary_content_item(self, item: BinaryContent) -> Any:
+        if item.is_document and item.media_type == "application/pdf":
+            name = item.identifier if item.identifier.endswith(".pdf") else "document.pdf"
+            return {"type": "file", "file": {"filename": name, "file_data": item.data_uri}}
+        if item.is_video:
+            return {"type": "video_url", "video_url": {"url": item.data_uri}}
+        return await super()._map_binary_content_item(item)
 
     def _system_tools(self, parts: Sequence[Any]) -> Any | None:
         """The system-tools message for the groups activated in this round, deduplicated."""

@@ -3,6 +3,9 @@
 `list_files` and `read_file` are read-only. Every path goes through `resolve_inside`, so a model
 can't reach anything outside the user's own files however it spells the path, and `read_file`
 checks again on the descriptor it actually reads (a link swapped in after the check is caught).
+A file whose first bytes make it a medium (image, PDF, video) is answered with a neutral note
+and its reference in the return's metadata, never its bytes: the request builder decides per
+model whether the medium itself is shown.
 The errors a model gets back are `ModelRetry`s, which it sees and can correct.
 """
 
@@ -10,11 +13,17 @@ from __future__ import annotations
 
 import asyncio
 import os
+from dataclasses import replace
 from pathlib import Path
 
-from pydantic_ai import ModelRetry, RunContext
+from pydantic_ai import ModelRetry, RunContext, ToolReturn
+from pydantic_ai.tools import ToolDefinition
 
+from app.files.media import is_medium, media_note, viewable_sentence
 from app.files.roots import OutsideRoot, display_path, resolve_inside
+from app.files.sniff import SNIFF_BYTES, sniff
+from app.llm.dtl import MEDIA_KEY
+from app.llm.media_policy import Policy
 from app.tools.deps import TurnDeps
 
 MAX_ENTRIES = 500
@@ -63,7 +72,7 @@ MAX_LINES = 2000
 MAX_READ_BYTES = 4 * 1024 * 1024
 
 
-def _read_text(root: Path, path: str, start_line: int, end_line: int | None) -> str:
+def _read(root: Path, path: str, start_line: int, end_line: int | None) -> str | ToolReturn:
     try:
         target = resolve_inside(root, path)
     except OutsideRoot as exc:
@@ -77,7 +86,16 @@ def _read_text(root: Path, path: str, start_line: int, end_line: int | None) -> 
         real = Path(os.path.realpath(f"/proc/self/fd/{handle.fileno()}"))
         if real != root and root not in real.parents:
             raise ModelRetry("path leads outside your files")
-        data = handle.read(MAX_READ_BYTES + 1)
+        head = handle.read(SNIFF_BYTES)
+        mime = sniff(head)
+        if is_medium(mime):
+            size = os.fstat(handle.fileno()).st_size
+            shown = display_path(root, real)
+            medium = {"path": shown, "mime": mime, "size": size}
+            # The bytes stay on disk: the request builder reads them again, contained, for
+            # the models that can view them (WIRE.md §3).
+            return ToolReturn(media_note(shown, mime, size), metadata={MEDIA_KEY: [medium]})
+        data = head + handle.read(MAX_READ_BYTES + 1 - len(head))
     if b"\x00" in data[:8192]:
         raise ModelRetry(f"{path} is a binary file; it cannot be read as text")
     try:
@@ -99,9 +117,18 @@ def _read_text(root: Path, path: str, start_line: int, end_line: int | None) -> 
 
 async def read_file(
     ctx: RunContext[TurnDeps], path: str, start_line: int = 1, end_line: int | None = None
-) -> str:
-    """Read a text file from the user's files (relative path), as numbered lines.
+) -> str | ToolReturn:
+    """Read a file from the user's files (relative path).
 
-    At most 2000 lines come back at a time; use start_line and end_line for the rest.
+    Text comes back as numbered lines, 2000 at most; use start_line and end_line for more.
+    Images, PDFs and videos are described.
     """
-    return await asyncio.to_thread(_read_text, ctx.deps.file_root, path, start_line, end_line)
+    return await asyncio.to_thread(_read, ctx.deps.file_root, path, start_line, end_line)
+
+
+async def describe_read_file(ctx: RunContext[TurnDeps], tool: ToolDefinition) -> ToolDefinition:
+    """`read_file` as the serving model sees it: its description ends with what it can view."""
+    sentence = viewable_sentence(Policy.of(ctx.model).capabilities)
+    if not sentence:
+        return tool
+    return replace(tool, description=f"{tool.description}\n\n{sentence}")

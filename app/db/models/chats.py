@@ -88,6 +88,8 @@ class ChatLlmTool(Base):
     """`running`, `pending`, `done`, `failed`, `cancelled` or `rejected`."""
     preview_old: Mapped[str | None] = mapped_column(Text, default=None)
     preview_new: Mapped[str | None] = mapped_column(Text, default=None)
+    media: Mapped[Any] = mapped_column(JSONDoc, default=None, nullable=True)
+    """`[{path, mime, size}]` of the media a call returned: references, never bytes."""
     decision: Mapped[Any] = mapped_column(JSONDoc, default=None, nullable=True)
     """The user's answer to a `pending` call, `{approved, note}`, kept until the turn resumes."""
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)

@@ -1,0 +1,182 @@
+"""Uploads: receive files (streamed to disk), list, read and delete them.
+
+`POST` reads its body itself (`app.api.multipart`) instead of declaring form parameters, so
+nothing is buffered or spooled before the route decides. It also authenticates on a connection
+of its own that goes back to the pool before the body is read: a large upload over a slow link
+holds no database connection while its bytes arrive. Rows are written only once every file of
+the request is complete and the chat (if any) is known to be the user's; any failure removes
+every file of the request.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+from typing import Annotated, Any
+
+import anyio
+from fastapi import APIRouter, Depends, HTTPException, Request, Response
+from sqlalchemy import and_, delete, func, or_, select
+from starlette.requests import ClientDisconnect
+
+from app.api.deps import Auth, Connection, DbSession, ServicesDep, require_auth
+from app.api.errors import unprocessable
+from app.api.json import json_response
+from app.api.multipart import CHAT_FIELD, FormError, UploadForm, read_upload_form
+from app.api.pagination import Cursor, CursorQuery, LimitQuery
+from app.api.schemas.common import error_responses
+from app.api.schemas.uploads import UPLOAD_FORM, UploadOut, UploadPage
+from app.auth.sessions import Authenticated
+from app.chat import views
+from app.db.models import Chat, Upload
+from app.files.roots import user_root
+from app.files.uploads import TooLarge, remove_upload
+
+router = APIRouter(prefix="/api/uploads", tags=["uploads"])
+
+_COLUMNS = tuple(getattr(Upload, name) for name in views.UPLOAD_COLUMNS)
+
+
+async def _auth_then_release(request: Request) -> Authenticated:
+    """`require_auth` (CSRF included) on a connection that is returned before the body is read."""
+    async with request.app.state.services.engine.connect() as connection:
+        return await require_auth(request, connection)
+
+
+UNPROCESSABLE_FORM: dict[str, Any] = {
+    "description": "Not an upload form: not multipart, malformed, no file, an unknown field, "
+    "or a chat_id that is not a UUID",
+    "content": {
+        "application/json": {"schema": {"$ref": "#/components/schemas/HTTPValidationError"}}
+    },
+}
+
+BriefAuth = Annotated[Authenticated, Depends(_auth_then_release)]
+
+
+def _render(upload: Upload) -> dict[str, Any]:
+    return views.upload(tuple(getattr(upload, name) for name in views.UPLOAD_COLUMNS))
+
+
+def _chat_id(form: UploadForm) -> uuid.UUID | None:
+    if form.chat_id is None:
+        return None
+    try:
+        return uuid.UUID(form.chat_id)
+    except ValueError:
+        raise FormError(("body", CHAT_FIELD), "chat_id is not a UUID") from None
+
+
+@router.post(
+    "",
+    status_code=201,
+    response_model=list[UploadOut],
+    openapi_extra=UPLOAD_FORM,
+    responses={**error_responses(401, 403, 404, 413), 422: UNPROCESSABLE_FORM},
+)
+async def create_uploads(request: Request, auth: BriefAuth, services: ServicesDep) -> Response:
+    """Upload one or more files (multipart `file` parts), optionally filed under a chat."""
+    settings = services.settings
+    root = await anyio.to_thread.run_sync(user_root, settings.data_dir, auth.user.id)
+    try:
+        form = await read_upload_form(
+            request.headers.get("content-type"),
+            request.stream(),
+            lambda boundary: UploadForm(boundary, root, settings.max_upload_bytes),
+        )
+    except FormError as exc:
+        raise unprocessable(exc.loc, str(exc)) from exc
+    except TooLarge as exc:
+        response = json_response({"detail": str(exc)}, 413)
+        response.headers["connection"] = "close"  # the rest of the body may be unread
+        return response
+    except ClientDisconnect:
+        return Response(status_code=400)  # nobody is left to read it; the files are gone
+    try:
+        chat_id = _chat_id(form)
+        async with services.sessions() as db:
+            if chat_id is not None:
+                owned = await db.scalar(
+                    select(func.count())
+                    .select_from(Chat)
+                    .where(Chat.id == chat_id, Chat.user_id == auth.user.id)
+                )
+                if not owned:
+                    raise HTTPException(404, "chat not found")
+            now = services.clock.now()
+            uploads = [
+                Upload(
+                    id=incoming.id,
+                    user_id=auth.user.id,
+                    chat_id=chat_id,
+                    filename=incoming.filename,
+                    stored_path=incoming.path,
+                    mime=incoming.mime,
+                    size=incoming.size,
+                    sha256=incoming.sha256,
+                    # One instant per request, in the order the files came: newest first lists
+                    # the last file of a request first, and never two in an arbitrary order.
+                    created_at=now + timedelta(microseconds=index),
+                )
+                for index, incoming in enumerate(form.files)
+            ]
+            db.add_all(uploads)
+            await db.commit()
+    except FormError as exc:
+        await anyio.to_thread.run_sync(form.discard)
+        raise unprocessable(exc.loc, str(exc)) from exc
+    except BaseException:
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(form.discard)
+        raise
+    return json_response([_render(upload) for upload in uploads], 201)
+
+
+@router.get("", response_model=UploadPage, responses=error_responses(401))
+async def list_uploads(
+    auth: Auth, connection: Connection, limit: LimitQuery = 50, cursor: CursorQuery = None
+) -> Response:
+    """The user's uploads, newest first."""
+    query = select(*_COLUMNS).where(Upload.user_id == auth.user.id)
+    if cursor:
+        after = Cursor.decode(cursor)
+        query = query.where(
+            or_(
+                Upload.created_at < after.at,
+                and_(Upload.created_at == after.at, Upload.id < after.id),
+            )
+        )
+    query = query.order_by(Upload.created_at.desc(), Upload.id.desc()).limit(limit + 1)
+    rows = (await connection.execute(query)).all()
+    page = rows[:limit]
+    next_cursor = Cursor(page[-1].created_at, page[-1].id).encode() if len(rows) > limit else None
+    return json_response({"items": [views.upload(row) for row in page], "next_cursor": next_cursor})
+
+
+@router.get("/{upload_id}", response_model=UploadOut, responses=error_responses(401, 404))
+async def get_upload(upload_id: uuid.UUID, auth: Auth, connection: Connection) -> Response:
+    """One upload."""
+    row = (
+        await connection.execute(
+            select(*_COLUMNS).where(Upload.id == upload_id, Upload.user_id == auth.user.id)
+        )
+    ).first()
+    if row is None:
+        raise HTTPException(404, "upload not found")
+    return json_response(views.upload(row))
+
+
+@router.delete("/{upload_id}", status_code=204, responses=error_responses(401, 403, 404))
+async def delete_upload(
+    upload_id: uuid.UUID, auth: Auth, services: ServicesDep, db: DbSession
+) -> Response:
+    """Delete an upload: its row, then its folder `uploads/<id>/` and all it holds."""
+    result = await db.execute(
+        delete(Upload).where(Upload.id == upload_id, Upload.user_id == auth.user.id)
+    )
+    if not result.rowcount:
+        raise HTTPException(404, "upload not found")
+    await db.commit()
+    root = await anyio.to_thread.run_sync(user_root, services.settings.data_dir, auth.user.id)
+    await anyio.to_thread.run_sync(remove_upload, root, upload_id)
+    return Response(status_code=204)

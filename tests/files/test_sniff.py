@@ -1,0 +1,138 @@
+"""`sniff` on real signatures: WIRE.md §3's formats exactly, SVG, filetype's, text, the rest."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from app.files.sniff import SNIFF_BYTES, sniff, sniff_fd, sniff_path
+
+PAD = b"\x00" * 32
+
+
+def ftyp(brand: bytes, *compatible: bytes) -> bytes:
+    """An ISO base media `ftyp` box: size, `ftyp`, major brand, minor version, brands."""
+    body = b"ftyp" + brand + b"\x00\x00\x02\x00" + b"".join(compatible)
+    return (len(body) + 4).to_bytes(4, "big") + body + b"\x00\x00\x00\x08free" + PAD
+
+
+@pytest.mark.parametrize(
+    ("head", "mime"),
+    [
+        (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + PAD, "image/png"),
+        (b"\xff\xd8\xff\xe0\x00\x10JFIF\x00" + PAD, "image/jpeg"),
+        (b"\xff\xd8\xff\xe1\x00\x18Exif\x00\x00" + PAD, "image/jpeg"),
+        (b"GIF87a\x01\x00\x01\x00" + PAD, "image/gif"),
+        (b"GIF89a\x01\x00\x01\x00" + PAD, "image/gif"),
+        (b"RIFF\x24\x00\x00\x00WEBPVP8 " + PAD, "image/webp"),
+        (ftyp(b"isom", b"isom", b"iso2", b"avc1", b"mp41"), "video/mp4"),
+        (ftyp(b"mp42", b"mp42", b"isom"), "video/mp4"),
+        (ftyp(b"iso5", b"iso5", b"dash"), "video/mp4"),
+        (ftyp(b"M4V ", b"M4V ", b"mp42"), "video/mp4"),
+        (ftyp(b"3gp5", b"3gp5", b"isom"), "video/3gpp"),
+        (ftyp(b"3gp4"), "video/3gpp"),
+        (ftyp(b"qt  ", b"qt  "), "video/quicktime"),
+        (b"\x1a\x45\xdf\xa3\x9f\x42\x86\x81\x01webm" + PAD, "video/webm"),
+        (b"RIFF\x24\x00\x00\x00AVI LIST" + PAD, "video/x-msvideo"),
+        (b"FLV\x01\x05\x00\x00\x00\x09" + PAD, "video/x-flv"),
+        (b"\x00\x00\x01\xba\x44\x00\x04\x00" + PAD, "video/mpeg"),
+        (b"\x00\x00\x01\xb3\x14\x00\xf0\x13" + PAD, "video/mpeg"),
+        (b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n1 0 obj", "application/pdf"),
+        (b"%PDF-2.0\n", "application/pdf"),
+    ],
+)
+def test_wire_signatures(head: bytes, mime: str) -> None:
+    assert sniff(head) == mime
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        b'<svg xmlns="http://www.w3.org/2000/svg"/>',
+        b"<svg>\n</svg>",
+        b"  \n\t<svg\nwidth='1'>",
+        b'<?xml version="1.0" encoding="UTF-8"?>\n<svg xmlns="http://www.w3.org/2000/svg">',
+        b"\xef\xbb\xbf<?xml version='1.0'?><svg/>",
+        b'<?xml version="1.0" standalone="no"?>\n<!-- Created with Inkscape -->\n'
+        b'<!DOCTYPE svg PUBLIC "-//W3C//DTD SVG 1.1//EN" '
+        b'"http://www.w3.org/Graphics/SVG/1.1/DTD/svg11.dtd">\n<svg version="1.1">',
+        b'<!DOCTYPE svg [ <!ENTITY e "x"> ]>\n<svg>&e;</svg>',
+        b"<?xml-stylesheet href='a.css'?>\n<svg>",
+    ],
+)
+def test_svg_is_recognised_after_an_optional_prolog(head: bytes) -> None:
+    assert sniff(head) == "image/svg+xml"
+
+
+@pytest.mark.parametrize(
+    "head",
+    [b"<html><svg></svg></html>", b"hello <svg>", b"<svgz>", b"<SVG>", b"<!-- <svg> -->"],
+)
+def test_text_that_merely_mentions_svg_is_text(head: bytes) -> None:
+    assert sniff(head) == "text/plain"
+
+
+@pytest.mark.parametrize(
+    ("head", "mime"),
+    [
+        (b"PK\x03\x04\x14\x00\x00\x00\x08\x00" + PAD, "application/zip"),
+        (b"\x1f\x8b\x08\x00\x00\x00\x00\x00" + PAD, "application/gzip"),
+        (b"SQLite format 3\x00" + PAD, "application/x-sqlite3"),
+        (b"RIFF\x24\x00\x00\x00WAVEfmt " + PAD, "audio/x-wav"),
+        (ftyp(b"M4A ", b"M4A ", b"isom"), "audio/mp4"),
+        (ftyp(b"heic", b"mif1", b"heic"), "image/heic"),
+        (b"BM\x36\x00\x0c\x00\x00\x00\x00\x00\x36\x00\x00\x00" + PAD, "image/bmp"),
+    ],
+)
+def test_other_formats_come_from_filetype(head: bytes, mime: str) -> None:
+    assert sniff(head) == mime
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        b"",
+        b"plain ascii\n",
+        "Grüße, 世界 🌍\n".encode(),
+        b"a" * (SNIFF_BYTES - 1) + "é".encode(),  # cut in the middle of its last character
+        b"x" * (SNIFF_BYTES - 2) + "🌍".encode(),
+        b"\xef\xbb\xbfwith a BOM",
+        b"<!doctype html><script>alert(1)</script>",
+    ],
+)
+def test_utf8_without_nul_is_text(head: bytes) -> None:
+    assert sniff(head) == "text/plain"
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        b"caf\xe9 au lait",  # Latin-1, not UTF-8
+        b"text with a \x00 NUL",
+        b"\xc3\x28 invalid continuation",
+        b"\x00\x9f\x92\x96\x00\x01\x02\x03",
+        b"\xff\xfeU\x00T\x00F\x00-\x001\x006\x00",
+    ],
+)
+def test_anything_else_is_octet_stream(head: bytes) -> None:
+    assert sniff(head) == "application/octet-stream"
+
+
+def test_only_the_head_counts() -> None:
+    assert sniff(b"a" * SNIFF_BYTES + b"\x00\xff") == "text/plain"
+    assert sniff(b"a" * 100 + b"%PDF-1.7\n") == "text/plain"  # signatures count at the start
+
+
+def test_sniff_path_and_fd_read_the_head(tmp_path: Path) -> None:
+    png = tmp_path / "picture.txt"
+    png.write_bytes(b"\x89PNG\r\n\x1a\n" + PAD)
+    assert sniff_path(png) == "image/png"
+    fd = os.open(png, os.O_RDONLY)
+    try:
+        os.lseek(fd, 5, os.SEEK_SET)
+        assert sniff_fd(fd) == "image/png"
+        assert os.lseek(fd, 0, os.SEEK_CUR) == 5  # the position is left where it was
+    finally:
+        os.close(fd)

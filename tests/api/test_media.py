@@ -302,3 +302,21 @@ async def test_read_file_description_names_what_the_serving_model_can_view(
         "You can view videos (MP4, 3GPP, QuickTime, WebM, AVI, FLV, MPEG) directly: "
         "read_file shows them to you."
     )
+
+
+async def test_the_request_budget_leaves_the_49th_mib_as_a_note(
+    user: Client, fakes: dict[str, FakeProviderServer], services: Services
+) -> None:
+    """48 MiB of media per request on OpenAI-compatible APIs: three PDFs of 12.5 MiB fit, the
+    fourth would pass the budget and stays a note."""
+    size = 25 * 1024 * 1024 // 2
+    pdfs = [PDF + bytes([n]) * (size - len(PDF)) for n in range(4)]
+    ids = [await upload(services, user, f"{n}.pdf", pdf) for n, pdf in enumerate(pdfs)]
+    fake = fakes["openai"]
+    fake.script(Reply(text="ok"))
+    await send(user, await chat_on(user, MEDIA_MODEL_IDS["openai"]), "Four reports", ids)
+    [body] = bodies(fake)
+    assert [sent_bytes(b) for b in media_blocks(body)] == pdfs[:3]
+    assert [t for t in texts(body) if t.startswith("[attached file:")] == [
+        f"[attached file: uploads/{ids[3]}/3.pdf (application/pdf, {size} bytes)]"
+    ]

@@ -118,6 +118,7 @@ async def test_several_files_in_one_request_are_sniffed_from_their_bytes(user: C
         file_part("notes.pdf", TEXT, "application/pdf"),
         file_part("data.txt", BINARY, "text/plain"),
         file_part("logo.png", SVG, "image/png"),
+        file_part("fake.png", TEXT, "image/png"),
     )
     assert [(i["filename"], i["mime"]) for i in items] == [
         ("photo.txt", "image/png"),
@@ -125,9 +126,11 @@ async def test_several_files_in_one_request_are_sniffed_from_their_bytes(user: C
         ("notes.pdf", "text/plain"),
         ("data.txt", "application/octet-stream"),
         ("logo.png", "image/svg+xml"),
+        ("fake.png", "text/plain"),
     ]
-    assert len({i["id"] for i in items}) == 5
-    assert [i["size"] for i in items] == [len(PNG), len(PDF), len(TEXT), len(BINARY), len(SVG)]
+    assert len({i["id"] for i in items}) == 6
+    sizes = [len(PNG), len(PDF), len(TEXT), len(BINARY), len(SVG), len(TEXT)]
+    assert [i["size"] for i in items] == sizes
 
 
 @pytest.mark.parametrize(
@@ -413,3 +416,21 @@ async def test_unknown_or_malformed_ids_and_anonymous_reads(user: Client, anon: 
     assert (await anon.get("/api/uploads")).status_code == 401
     assert (await anon.get(f"/api/uploads/{uuid.uuid4()}")).status_code == 401
     assert (await user.http.delete(f"/api/uploads/{uuid.uuid4()}")).status_code == 403
+
+
+async def test_concurrent_uploads_of_the_same_name_keep_every_file(
+    user: Client, services: Services
+) -> None:
+    import asyncio
+
+    contents = [f"version {n}\n".encode() * (n + 1) for n in range(8)]
+    answers = await asyncio.gather(*(upload_one(user, "same.txt", c) for c in contents))
+    assert len({a["id"] for a in answers}) == 8
+    assert {a["filename"] for a in answers} == {"same.txt"}
+    root = user_root(services.settings.data_dir, user.user["id"])
+    for answer, content in zip(answers, contents, strict=True):
+        assert (root / answer["path"]).read_bytes() == content
+        assert answer["sha256"] == hashlib.sha256(content).hexdigest()
+        served = await user.get(answer["url"])
+        assert served.content == content
+    assert await count_rows(services) == 8

@@ -42,6 +42,8 @@ class Settings(BaseSettings):
     turn_lease_seconds: int = Field(default=30, ge=1)
     compact_threshold: float = Field(default=0.6, gt=0, le=1)
     compact_keep: int = Field(default=10, ge=1)
+    compact_tool_returns: bool = True
+    """Earlier questions' large tool returns go out as receipts (request-time compaction)."""
     search_budget: int = Field(default=5, ge=0)
     summary_model: str = ""
     title_model: str = ""

@@ -28,6 +28,7 @@ from pydantic_ai.usage import UsageLimits
 
 from app.chat.activations import load_anchors
 from app.chat.builder import build_history
+from app.chat.compaction import ToolReturnCompaction
 from app.chat.media import MediaRouter
 from app.chat.recorder import Recorder
 from app.chat.request_log import RequestLog
@@ -184,6 +185,11 @@ class Turn:
                 capabilities=[
                     recorder,
                     request_log,
+                    *(
+                        [ToolReturnCompaction(plan.user_message_id)]
+                        if services.settings.compact_tool_returns
+                        else []
+                    ),
                     MediaRouter(deps.file_root, plan.user_message_id),
                     RequestShape(services.clock),
                 ],

@@ -16,7 +16,18 @@ from fastapi import FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 
-from app.api import approvals, auth, chats, data, health, messages, models, tools, uploads
+from app.api import (
+    approvals,
+    auth,
+    chats,
+    compaction,
+    data,
+    health,
+    messages,
+    models,
+    tools,
+    uploads,
+)
 from app.api.json import OrjsonResponse
 from app.api.limits import BodyLimitMiddleware
 from app.auth.tokens import CSRF_HEADER, TokenCodec
@@ -83,7 +94,18 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
     )
     app.state.services = services
 
-    for module in (health, auth, models, chats, messages, approvals, tools, uploads, data):
+    for module in (
+        health,
+        auth,
+        models,
+        chats,
+        compaction,
+        messages,
+        approvals,
+        tools,
+        uploads,
+        data,
+    ):
         app.include_router(module.router)
 
     @app.exception_handler(Exception)

@@ -17,7 +17,9 @@ turns and makes golden wire tests possible.
   turn exists then, and pydantic-ai answers it from the user's decisions.
 - The `activate_tools` return that activated groups still anchored at its message
   (`activated_tools` rows) carries them in its metadata, where each model class renders the
-  activation its own way (WIRE.md §2); after a reset it is the plain answer again.
+  activation its own way (WIRE.md §2); after a reset it is the plain answer again. Activations
+  a summary moved to the first surviving (user) message ride on that request's metadata.
+- Messages a summary covers are left out; the summary itself goes in as a system block.
 """
 
 from __future__ import annotations
@@ -49,14 +51,19 @@ REJECTED_TOOL_RETURN_CONTENT = "The user rejected this tool call."
 
 
 def build_history(
-    rows: Sequence[StoredMessage], anchors: Mapping[int, Sequence[str]] | None = None
+    rows: Sequence[StoredMessage],
+    anchors: Mapping[int, Sequence[str]] | None = None,
+    covered_up_to: int = 0,
 ) -> list[ModelMessage]:
-    """The history for `rows`; `anchors` maps a message id to the groups activated there."""
+    """The history for `rows`; `anchors` maps a message id to the groups activated there, and
+    messages up to `covered_up_to` are left out (a summary stands for them)."""
     anchors = anchors or {}
     history: list[ModelMessage] = []
     for row in rows:
+        if row.id <= covered_up_to:
+            continue
         if row.role == "user":
-            history.append(_user_request(row))
+            history.append(_user_request(row, anchors.get(row.id, ())))
             continue
         response = _response(row)
         if response is None:
@@ -68,8 +75,11 @@ def build_history(
     return history
 
 
-def _user_request(row: StoredMessage) -> ModelRequest:
+def _user_request(row: StoredMessage, anchored: Sequence[str]) -> ModelRequest:
     metadata: dict[str, Any] = {MESSAGE_ID_KEY: row.id}
+    if anchored:
+        # Activations moved here from messages a summary covers: rendered before this message.
+        metadata[ACTIVATED_KEY] = list(anchored)
     if row.attachments:
         metadata[MEDIA_KEY] = [medium.as_dict() for medium in row.attachments]
     return ModelRequest(

@@ -17,7 +17,7 @@ from sqlalchemy import and_, bindparam, delete, or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from app.chat import views
-from app.db.models import Chat, ChatLlmTool, Message, Upload
+from app.db.models import Chat, ChatLlmTool, ChatSummary, Message, Upload
 
 _CHAT_DETAIL = select(
     Chat.id,
@@ -40,6 +40,16 @@ _TOOL_CALLS = (
 )
 _UPLOADS = select(*(getattr(Upload, name) for name in views.UPLOAD_COLUMNS)).where(
     Upload.user_id == bindparam("user_id"), Upload.id.in_(bindparam("ids", expanding=True))
+)
+_SUMMARIES = (
+    select(
+        ChatSummary.id,
+        ChatSummary.covers_up_to_message_id,
+        ChatSummary.content,
+        ChatSummary.created_at,
+    )
+    .where(ChatSummary.chat_id == bindparam("chat_id"))
+    .order_by(ChatSummary.id)
 )
 """Built once: the chat route runs them on every request, so they are compiled once too."""
 
@@ -102,7 +112,10 @@ async def chat_detail(
             views.message(message, tools_by_message.get(message[0], []), uploads)
             for message in messages
         ],
-        "summaries": [],
+        "summaries": [
+            {"id": i, "covers_up_to_message_id": c, "content": text, "created_at": at}
+            for i, c, text, at in (await connection.execute(_SUMMARIES, keys)).all()
+        ],
     }
 
 

@@ -48,11 +48,15 @@ class TurnEventStream(VercelAIEventStream[Any, Any]):
     usage: Callable[[], dict[str, int]]
     max_rounds: int = 25
     error: BaseException | None = field(default=None, init=False)
+    compaction: dict[str, Any] | None = field(default=None, init=False)
+    """`data-compaction`: the summary made before this turn, if one was."""
 
     async def before_stream(self) -> AsyncIterator[BaseChunk]:
         yield StartChunk(message_id=self.server_message_id)
         if self.user_message_id is not None:
             yield DataChunk(type="data-user-message", data={"id": self.user_message_id})
+        if self.compaction is not None:
+            yield DataChunk(type="data-compaction", data=self.compaction)
 
     async def handle_capability_event(self, event: Any) -> AsyncIterator[BaseChunk]:
         if isinstance(event, HearthPart):

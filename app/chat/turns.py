@@ -35,6 +35,14 @@ from app.chat.request_log import RequestLog
 from app.chat.request_shape import RequestShape
 from app.chat.rows import load_rows
 from app.chat.stream import SDK_VERSION, TurnEventStream, user_facing_error
+from app.chat.summaries import (
+    NothingToCover,
+    SummaryFailed,
+    due,
+    latest_summary,
+    summarise,
+    summary_block,
+)
 from app.files.roots import user_root
 from app.llm.factory import model_settings
 from app.llm.registry import ModelInfo
@@ -165,10 +173,14 @@ class Turn:
             max_rounds=max_rounds,
         )
         try:
+            if plan.resume is None:
+                stream.compaction = await self._compact_if_due()
             async with services.sessions() as db:
                 rows = await load_rows(db, plan.chat_id)
                 anchors = await load_anchors(db, plan.chat_id)
-            history = build_history(rows, anchors)
+                summary = await latest_summary(db, plan.chat_id)
+            covered = summary.covers_up_to_message_id if summary else 0
+            history = build_history(rows, anchors, covered)
             catalogue = services.catalogue
             agent = turn_agent(services.models.get(plan.model, services.registry))
             deps = TurnDeps(
@@ -180,7 +192,10 @@ class Turn:
             )
             async with agent.run_stream_events(
                 message_history=history,
-                instructions=instructions(catalogue),
+                instructions=[
+                    instructions(catalogue),
+                    *([summary_block(summary)] if summary else []),
+                ],
                 toolsets=[GroupToolset(services.group_call)],
                 capabilities=[
                     recorder,
@@ -220,6 +235,19 @@ class Turn:
                 self._emit(stream.encode_event(chunk))
         finally:
             self._emit(None)
+
+    async def _compact_if_due(self) -> dict[str, Any] | None:
+        """A summary before the turn when the last request neared the context window.
+
+        A summary that fails leaves the chat as it was; the turn goes on uncompacted."""
+        services, plan = self.services, self.plan
+        if not await due(services, plan.chat_id, plan.model):
+            return None
+        try:
+            made = await summarise(services, plan.chat_id, plan.model)
+        except (NothingToCover, SummaryFailed):
+            return None
+        return {"summary_id": made.id, "covers_up_to_message_id": made.covers_up_to_message_id}
 
 
 async def _raising(error: Exception) -> AsyncIterator[Any]:

@@ -26,7 +26,7 @@ from pydantic_ai.models import ModelRequestParameters
 from pydantic_ai.models.anthropic import AnthropicModel
 
 from app.llm.config import DtlMode
-from app.llm.dtl import activated_by, group_of, split_tail, tools_by_group
+from app.llm.dtl import ACTIVATED_KEY, activated_by, group_of, split_tail, tools_by_group
 
 EPHEMERAL: dict[str, str] = {"type": "ephemeral"}
 
@@ -50,7 +50,8 @@ class HearthAnthropicModel(AnthropicModel):
             messages, model_settings, model_request_parameters, **kwargs
         )
         if self.dtl_mode == "anthropic_tool_reference":
-            _defer_catalogue_tools(prepared.tools, model_request_parameters)
+            moved = _moved_groups(messages)
+            _defer_catalogue_tools(prepared.tools, model_request_parameters, moved)
             _reference_activated_tools(
                 prepared.anthropic_messages, messages, model_request_parameters
             )
@@ -61,8 +62,28 @@ class HearthAnthropicModel(AnthropicModel):
         return prepared
 
 
-def _defer_catalogue_tools(tools: list[Any], parameters: ModelRequestParameters) -> None:
-    catalogue = {t.name for t in parameters.function_tools if group_of(t) is not None}
+def _moved_groups(messages: list[ModelMessage]) -> set[str]:
+    """Groups whose activation a summary moved onto a surviving user message."""
+    moved: set[str] = set()
+    for message in messages:
+        if isinstance(message, ModelRequest):
+            groups = (message.metadata or {}).get(ACTIVATED_KEY)
+            if isinstance(groups, list):
+                moved.update(str(group) for group in groups)
+    return moved
+
+
+def _defer_catalogue_tools(
+    tools: list[Any], parameters: ModelRequestParameters, moved: set[str]
+) -> None:
+    """Catalogue tools deferred; those of activations a summary moved are declared outright
+    (their `tool_reference` went with the covered messages), so the array changes once, at the
+    summary, and is byte-stable again after it."""
+    catalogue = {
+        t.name
+        for t in parameters.function_tools
+        if group_of(t) is not None and group_of(t) not in moved
+    }
     last_always_on: dict[str, Any] | None = None
     for tool in tools:
         if tool.get("name") in catalogue:

@@ -34,7 +34,7 @@ from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import ToolDefinition
 
 from app.llm.config import DtlMode
-from app.llm.dtl import activated_by, group_of, is_tail, tools_by_group
+from app.llm.dtl import ACTIVATED_KEY, activated_by, group_of, is_tail, tools_by_group
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,11 +75,31 @@ class HearthOpenAIChatModel(OpenAIChatModel):
         mapping = _Mapping(groups, model_settings or {})
         token = _MAPPING.set(mapping)
         try:
-            return await super()._map_messages(
+            mapped = await super()._map_messages(
                 messages, model_request_parameters, model_settings=model_settings
             )
+            if self.dtl_mode == "kimi_system_tools":
+                self._declare_moved(messages, mapped)
+            return mapped
         finally:
             _MAPPING.reset(token)
+
+    def _declare_moved(self, messages: Sequence[ModelMessage], mapped: list[Any]) -> None:
+        """Activations a summary moved onto the first surviving message are declared right after
+        the system blocks (instructions, then the summary), before that message."""
+        moved = [
+            str(group)
+            for message in messages
+            if isinstance(message, ModelRequest)
+            for group in (message.metadata or {}).get(ACTIVATED_KEY) or ()
+        ]
+        declared = self._declare(moved) if moved else None
+        if declared is None:
+            return
+        at = 0
+        while at < len(mapped) and mapped[at].get("role") == "system" and "content" in mapped[at]:
+            at += 1
+        mapped.insert(at, declared)
 
     async def _map_user_message(
         self, message: ModelRequest
@@ -105,17 +125,24 @@ class HearthOpenAIChatModel(OpenAIChatModel):
         return await super()._map_binary_content_item(item)
 
     def _system_tools(self, parts: Sequence[Any]) -> Any | None:
-        """The system-tools message for the groups activated in this round, deduplicated."""
+        """The system-tools message for the groups activated in this round."""
+        groups = [
+            group
+            for part in parts
+            if isinstance(part, ToolReturnPart)
+            for group in activated_by(part)
+        ]
+        return self._declare(groups)
+
+    def _declare(self, groups: Sequence[str]) -> Any | None:
+        """`{"role": "system", "tools": [...]}` for `groups`, deduplicated by tool name."""
         mapping = _MAPPING.get()
         if mapping is None:
             return None
         tools: dict[str, Any] = {}
-        for part in parts:
-            if not isinstance(part, ToolReturnPart):
-                continue
-            for group in activated_by(part):
-                for tool in mapping.groups.get(group, ()):
-                    tools.setdefault(tool.name, self._map_tool_definition(tool, mapping.settings))
+        for group in groups:
+            for tool in mapping.groups.get(group, ()):
+                tools.setdefault(tool.name, self._map_tool_definition(tool, mapping.settings))
         if not tools:
             return None
         return {"role": "system", "tools": list(tools.values())}

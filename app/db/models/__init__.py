@@ -1,6 +1,6 @@
 """All tables, imported together so `Base.metadata` is complete for Alembic and the app."""
 
-from app.db.models.chats import ActivatedTool, Chat, ChatLlmTool, Message
+from app.db.models.chats import ActivatedTool, Chat, ChatLlmTool, ChatSummary, Message
 from app.db.models.llm import LlmRequest
 from app.db.models.uploads import Upload
 from app.db.models.users import AuthSession, LoginFailure, User
@@ -10,6 +10,7 @@ __all__ = [
     "AuthSession",
     "Chat",
     "ChatLlmTool",
+    "ChatSummary",
     "LlmRequest",
     "LoginFailure",
     "Message",

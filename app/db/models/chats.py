@@ -111,3 +111,24 @@ class ActivatedTool(Base):
     ref: Mapped[str] = mapped_column(String(200))
     """The group's name."""
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class ChatSummary(Base):
+    """A summary of a chat's earlier messages: the model gets it instead of the ones it covers.
+
+    The covered messages stay stored and listed; only the requests change.
+    """
+
+    __tablename__ = "chat_summaries"
+    __table_args__ = (Index(None, "chat_id", "covers_up_to_message_id"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    chat_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("chats.id", ondelete="CASCADE"))
+    covers_up_to_message_id: Mapped[int] = mapped_column(
+        ForeignKey("messages.id", ondelete="CASCADE")
+    )
+    content: Mapped[str] = mapped_column(Text)
+    model: Mapped[str] = mapped_column(String(300))
+    input_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    output_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)

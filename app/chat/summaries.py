@@ -1,0 +1,176 @@
+"""Summaries: when a chat nears its model's context window, its older messages are summarised
+and the model gets the summary instead of them.
+
+- When: at the start of a turn, when the previous request's input (input + cache read + cache
+  write tokens) reached the threshold share of the model's `context_window` (the model's own
+  `compact_threshold`, else `HEARTH_COMPACT_THRESHOLD`), or when a user asks
+  (`POST /api/chats/{id}/compact`).
+- What: everything since the previous summary except the most recent `HEARTH_COMPACT_KEEP`
+  stored messages, the cut moved back so the kept part starts at a user message (a round is
+  never split). The summary request is a separate request to the chat's model (or
+  `HEARTH_SUMMARY_MODEL`) with no tools; the previous summary goes along as context, so each
+  summary covers the whole chat up to its cut.
+- After: one `chat_summaries` row, and every activation anchored at a covered message moves to
+  the first message that survives (WIRE.md §2), in the same transaction. Nothing else changes:
+  covered messages stay stored and listed. A summary request that fails leaves the chat exactly
+  as it was.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pydantic_ai import Agent
+from sqlalchemy import select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.chat.builder import build_history
+from app.chat.rows import StoredMessage, load_rows
+from app.db.models import ActivatedTool, ChatSummary, Message
+from app.llm.factory import model_settings
+from app.llm.registry import ModelInfo
+
+if TYPE_CHECKING:
+    from app.services import Services
+
+log = logging.getLogger("hearth.summaries")
+
+SUMMARY_PREFIX = "Summary of the earlier conversation"
+SUMMARY_INSTRUCTIONS = (
+    "You write the summary of a conversation between a user and an assistant, for the assistant "
+    "to continue it without the messages themselves. Keep every fact, decision, open question, "
+    "file path, name and number the conversation relies on, what tools were used for and what "
+    "they found. Write plain prose and short lists; no preamble."
+)
+SUMMARY_REQUEST = (
+    "Summarise the conversation above, including the earlier summary if there is one, so that "
+    "it can be continued from your summary alone."
+)
+
+
+class NothingToCover(Exception):
+    """The chat has no more messages than the kept window (after its last summary)."""
+
+
+class SummaryFailed(Exception):
+    """The summary request failed; the chat is as it was."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredSummary:
+    id: int
+    covers_up_to_message_id: int
+    content: str
+
+
+def summary_block(summary: StoredSummary) -> str:
+    """The system block that stands for the covered messages, after the static block."""
+    return f"{SUMMARY_PREFIX} (what came before the messages that follow):\n\n{summary.content}"
+
+
+async def latest_summary(db: AsyncSession, chat_id: uuid.UUID) -> StoredSummary | None:
+    row = (
+        await db.execute(
+            select(ChatSummary.id, ChatSummary.covers_up_to_message_id, ChatSummary.content)
+            .where(ChatSummary.chat_id == chat_id)
+            .order_by(ChatSummary.covers_up_to_message_id.desc(), ChatSummary.id.desc())
+            .limit(1)
+        )
+    ).first()
+    return StoredSummary(*row) if row else None
+
+
+def plan_cut(rows: Sequence[StoredMessage], keep: int, covered_up_to: int) -> int | None:
+    """The id of the last message a new summary covers, or None when there is nothing to cover."""
+    open_rows = [row for row in rows if row.id > covered_up_to]
+    first_kept = len(open_rows) - keep
+    while first_kept > 0 and open_rows[first_kept].role != "user":
+        first_kept -= 1
+    if first_kept <= 0:
+        return None
+    return open_rows[first_kept - 1].id
+
+
+async def previous_input_tokens(db: AsyncSession, chat_id: uuid.UUID) -> int:
+    """What the chat's last request cost as input: input + cache read + cache write tokens."""
+    row = (
+        await db.execute(
+            select(Message.input_tokens, Message.cache_read_tokens, Message.cache_write_tokens)
+            .where(Message.chat_id == chat_id, Message.role == "assistant")
+            .where(Message.input_tokens.is_not(None))
+            .order_by(Message.id.desc())
+            .limit(1)
+        )
+    ).first()
+    return sum(value or 0 for value in row) if row else 0
+
+
+def threshold(services: Services, model: ModelInfo) -> float:
+    return model.config.compact_threshold or services.settings.compact_threshold
+
+
+async def due(services: Services, chat_id: uuid.UUID, model: ModelInfo) -> bool:
+    async with services.sessions() as db:
+        used = await previous_input_tokens(db, chat_id)
+    return used >= threshold(services, model) * model.config.context_window
+
+
+def summariser(services: Services, chat_model: ModelInfo) -> ModelInfo:
+    configured = services.settings.summary_model
+    if configured:
+        model = services.registry.get(configured)
+        if model is not None and services.registry.is_available(model):
+            return model
+    return chat_model
+
+
+async def summarise(services: Services, chat_id: uuid.UUID, chat_model: ModelInfo) -> ChatSummary:
+    """Write a summary of the chat's older messages; NothingToCover or SummaryFailed otherwise."""
+    async with services.sessions() as db:
+        rows = await load_rows(db, chat_id)
+        previous = await latest_summary(db, chat_id)
+    covered_up_to = previous.covers_up_to_message_id if previous else 0
+    cut = plan_cut(rows, services.settings.compact_keep, covered_up_to)
+    if cut is None:
+        raise NothingToCover
+    covered = [row for row in rows if covered_up_to < row.id <= cut]
+    first_kept = next(row.id for row in rows if row.id > cut)
+    model = summariser(services, chat_model)
+    instructions = [SUMMARY_INSTRUCTIONS]
+    if previous is not None:
+        instructions.append(summary_block(previous))
+    agent: Agent[None, str] = Agent(services.models.get(model, services.registry))
+    try:
+        result = await agent.run(
+            SUMMARY_REQUEST,
+            message_history=build_history(covered),
+            instructions=instructions,
+            model_settings=model_settings(model),
+        )
+    except Exception as exc:  # any provider fault: the chat stays as it was
+        log.warning("summary of chat %s failed: %s", chat_id, exc)
+        raise SummaryFailed(str(exc) or type(exc).__name__) from exc
+    usage: Any = result.usage
+    async with services.sessions() as db:
+        summary = ChatSummary(
+            chat_id=chat_id,
+            covers_up_to_message_id=cut,
+            content=result.output.strip(),
+            model=model.id,
+            input_tokens=usage.input_tokens or 0,
+            output_tokens=usage.output_tokens or 0,
+            created_at=services.clock.now(),
+        )
+        db.add(summary)
+        # Activations anchored at covered messages move to the first message that survives.
+        await db.execute(
+            update(ActivatedTool)
+            .where(ActivatedTool.chat_id == chat_id, ActivatedTool.message_id <= cut)
+            .values(message_id=first_kept)
+        )
+        await db.commit()
+    return summary

@@ -71,7 +71,14 @@ async def cancel_pending(db: AsyncSession, chat_id: uuid.UUID, now: datetime) ->
 
 
 async def question_of(db: AsyncSession, chat_id: uuid.UUID, message_id: int) -> int:
-    """The user message that started the question a round belongs to."""
+    """The question a paused round belongs to, as its round recorded it when it started."""
+    meta = await db.scalar(
+        select(Message.meta).where(Message.chat_id == chat_id, Message.id == message_id)
+    )
+    question = (meta or {}).get("question_id")
+    if isinstance(question, int):
+        return question
+    # A round stored before rounds recorded their question: the user message before it.
     found = await db.scalar(
         select(func.max(Message.id)).where(
             Message.chat_id == chat_id, Message.role == "user", Message.id < message_id

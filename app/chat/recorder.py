@@ -100,11 +100,14 @@ class Recorder(AbstractCapability[Any]):
         chat_id: uuid.UUID,
         model_id: str,
         clock: Clock,
+        question_id: int = 0,
     ) -> None:
         self.sessions = sessions
         self.chat_id = chat_id
         self.model_id = model_id
         self.clock = clock
+        self.question_id = question_id
+        """The user message that started the question; recorded on every round it makes."""
         self.usage = TurnUsage()
         self.round: _Round | None = None
         self.message_ids: list[int] = []
@@ -144,7 +147,7 @@ class Recorder(AbstractCapability[Any]):
                 content="",
                 status="streaming",
                 model=self.model_id,
-                meta={},
+                meta={"question_id": self.question_id} if self.question_id else {},
                 created_at=now,
             )
             db.add(message)

@@ -152,7 +152,9 @@ class Turn:
 
     async def run(self) -> None:
         services, plan = self.services, self.plan
-        recorder = Recorder(services.sessions, plan.chat_id, plan.model.id, services.clock)
+        recorder = Recorder(
+            services.sessions, plan.chat_id, plan.model.id, services.clock, plan.user_message_id
+        )
         if plan.resume is not None:
             await recorder.adopt_pending()
         request_log = RequestLog(

@@ -3,6 +3,7 @@ rows keep everything, and a question resumed after approvals keeps its own retur
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -117,3 +118,49 @@ async def test_a_resumed_question_keeps_its_returns_until_the_next_question(
     sent = [r.body for r in fake.model_requests]
     assert len(tool_answers(sent[1])["call_read"]) == size  # resumed: still the same question
     assert tool_answers(sent[2])["call_read"].startswith("[read_file] notes.md — ")
+
+
+@pytest.mark.usefixtures("catalogue")
+@pytest.mark.parametrize(
+    ("mode", "fake_kind", "ids"),
+    [
+        ("anthropic_tool_reference", "anthropic", ("toolu_01Act", "toolu_02Read")),
+        ("kimi_system_tools", "moonshot", ("functions.activate_tools:0", "functions.read_file:1")),
+        ("none", "openai", ("call_act", "call_read")),
+    ],
+)
+async def test_golden_request_with_compaction_per_mode(
+    mode: str,
+    fake_kind: str,
+    ids: tuple[str, str],
+    user: Client,
+    fakes: dict[str, FakeProviderServer],
+    services: Services,
+) -> None:
+    """An activation and a large read in one question; the next question's request carries the
+    activation as the mode renders it and the read as a receipt."""
+    from tests.golden import assert_golden
+    from tests.provider_setup import DTL_MODEL_IDS
+
+    size = write_notes(services, user)
+    fake = fakes[fake_kind]
+    fake.script(
+        Reply(
+            tool_calls=[
+                ToolCall("activate_tools", {"groups": ["weather"]}, id=ids[0]),
+                ToolCall("read_file", {"path": "notes.md"}, id=ids[1]),
+            ]
+        ),
+        Reply(text="The notes look fine; weather is on."),
+        Reply(text="Nothing else."),
+    )
+    chat_id = (await user.post("/api/chats", json={"model": DTL_MODEL_IDS[mode]})).json()["id"]
+    await send(user, chat_id, "Read notes.md and turn on weather")
+    await send(user, chat_id, "Anything else?")
+    requests = fake.model_requests
+    assert all(r.validation_error is None for r in requests)
+    later = requests[-1].body
+    text = json.dumps(later, ensure_ascii=False)
+    assert f"[read_file] notes.md — {size:,} characters, from an earlier question" in text
+    assert '\\"status\\": \\"activated\\"' in text or "tool_reference" in text
+    assert_golden(f"wire_compacted_{mode}", later)

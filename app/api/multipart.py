@@ -3,10 +3,11 @@
 Starlette's form parser spools every file to a temporary file before the route sees it, and
 checks no size on file parts, so a request could fill a disk before any limit applied and
 every byte would be written twice. Here python-multipart's streaming parser feeds each file
-part straight into its `IncomingFile` (the temporary name in the upload's own folder), chunk
-by chunk: memory stays at one network chunk whatever the size, and the per-file limit stops a
-file the moment it is passed. Parsing and writing run in a worker thread, one chunk at a time,
-so the event loop never waits on the disk.
+part straight into its `IncomingFile` (the temporary name in the upload's own folder), batch
+by batch, and the per-file limit stops a file as soon as it is passed. Parsing, hashing and
+writing run in a worker thread, one 1 MiB batch at a time, while the event loop receives the
+next batch: receiving and writing overlap, memory stays at two batches, and the loop never
+waits on the disk.
 
 The form has one or more `file` parts, each a file part as RFC 7578 has it (its
 Content-Disposition names a `filename`, possibly empty, as every browser and HTTP library
@@ -15,6 +16,8 @@ sends it), and at most one `chat_id` part; anything else is a 422, like an unkno
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
@@ -29,6 +32,8 @@ FILE_FIELD = "file"
 CHAT_FIELD = "chat_id"
 MAX_FILES = 100
 MAX_FIELD_BYTES = 100
+BATCH_BYTES = 1024 * 1024
+"""Network chunks are gathered to this size before a worker thread parses and writes them."""
 
 
 class FormError(Exception):
@@ -171,20 +176,34 @@ async def read_upload_form(
     client that sends everything before it reads sees the 413 rather than a reset.
     """
     form = new_form(boundary_of(content_type))
+    loop = asyncio.get_running_loop()
+    in_flight: asyncio.Future[None] | None = None
     try:
         too_large: TooLarge | None = None
         drained = 0
+        batch = bytearray()
         async for chunk in stream:
-            if too_large is None:
-                try:
-                    await anyio.to_thread.run_sync(form.feed, chunk)
-                except TooLarge as exc:
-                    too_large = exc
-                    await anyio.to_thread.run_sync(form.discard)
-            else:
+            if too_large is not None:
                 drained += len(chunk)
                 if drained > DRAIN_LIMIT:
                     break
+                continue
+            batch += chunk
+            if len(batch) < BATCH_BYTES:
+                continue
+            # The previous batch is parsed and written while this one was received.
+            too_large = await _settle(in_flight, form)
+            in_flight = None
+            if too_large is None:
+                in_flight = loop.run_in_executor(None, form.feed, bytes(batch))
+            batch.clear()
+        if too_large is None:
+            too_large = await _settle(in_flight, form)
+            in_flight = None
+            if too_large is None and batch:
+                in_flight = loop.run_in_executor(None, form.feed, bytes(batch))
+                too_large = await _settle(in_flight, form)
+                in_flight = None
         if too_large is not None:
             raise too_large
         if not form.complete:
@@ -193,6 +212,21 @@ async def read_upload_form(
             raise FormError(("body", FILE_FIELD), "at least one file is required")
     except BaseException:
         with anyio.CancelScope(shield=True):
+            if in_flight is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(in_flight)  # never remove files under a writer
             await anyio.to_thread.run_sync(form.discard)
         raise
     return form
+
+
+async def _settle(in_flight: asyncio.Future[None] | None, form: UploadForm) -> TooLarge | None:
+    """Wait for the batch being written; a file over the limit removes the request's files."""
+    if in_flight is None:
+        return None
+    try:
+        await in_flight
+    except TooLarge as exc:
+        await anyio.to_thread.run_sync(form.discard)
+        return exc
+    return None

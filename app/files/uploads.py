@@ -5,7 +5,8 @@ names from colliding and the name stays the user's own. Bytes go to a hidden tem
 that folder (a safe name never starts with a dot, so the two can't clash) and are renamed into
 place only once complete: a crash or a refused upload never leaves a half file under a real
 name, and removing the folder removes everything. Size, SHA-256 and the head that `sniff`
-reads are taken in the same pass, so a file is read exactly once.
+reads are taken in the same pass, so a file is read exactly once; for large chunks the hash
+runs on another thread while the chunk is written, so the two use two cores.
 
 Everything here is blocking file I/O; the API calls it from worker threads.
 """
@@ -19,6 +20,7 @@ import shutil
 import tempfile
 import unicodedata
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import BinaryIO
 
@@ -32,6 +34,10 @@ FALLBACK_NAME = "file"
 # Direction marks and overrides would let a name display as something it is not.
 _BIDI_CONTROLS = frozenset("\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 _LEADING = re.compile(r"^[\s.]+")
+
+
+PARALLEL_HASH_BYTES = 64 * 1024
+_HASHERS = ThreadPoolExecutor(max_workers=4, thread_name_prefix="hearth-upload-hash")
 
 
 class TooLarge(Exception):
@@ -113,8 +119,16 @@ class IncomingFile:
         self.size += len(data)
         if len(self._head) < SNIFF_BYTES:
             self._head += data[: SNIFF_BYTES - len(self._head)]
-        self._sha256.update(data)
-        self._handle.write(data)
+        if len(data) < PARALLEL_HASH_BYTES:
+            self._sha256.update(data)
+            self._handle.write(data)
+            return
+        # Both release the GIL on large buffers: hash on a second core while this one writes.
+        hashing = _HASHERS.submit(self._sha256.update, data)
+        try:
+            self._handle.write(data)
+        finally:
+            hashing.result()
 
     def finish(self) -> None:
         """Make the bytes durable and put them under their real name."""

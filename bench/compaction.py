@@ -440,6 +440,10 @@ ISSUE_SUMMARIES = (
 STATUSES = ("To Do", "In Progress", "In Review", "Done")
 
 
+def june_time(rng: random.Random) -> str:
+    return f"2024-06-{rng.randint(1, 12):02d}T{rng.randint(8, 18):02d}:{rng.randint(0, 59):02d}:00Z"
+
+
 def jira_issue(rng: random.Random, number: int) -> dict[str, Any]:
     key = f"PAY-{number}"
     return {
@@ -449,7 +453,7 @@ def jira_issue(rng: random.Random, number: int) -> dict[str, Any]:
         "priority": rng.choice(("High", "Medium", "Low")),
         "assignee": rng.choice(PEOPLE),
         "labels": rng.sample(("payments", "ledger", "release-2.4", "oncall", "gateway"), 2),
-        "updated": f"2024-06-{rng.randint(1, 12):02d}T{rng.randint(8, 18):02d}:{rng.randint(0, 59):02d}:00Z",
+        "updated": june_time(rng),
         "description": sentence(rng),
         "url": f"https://acme.atlassian.net/browse/{key}",
     }
@@ -459,7 +463,7 @@ def jira_comment(rng: random.Random, number: int) -> dict[str, Any]:
     return {
         "id": str(93_000 + number),
         "author": rng.choice(PEOPLE),
-        "created": f"2024-06-{rng.randint(1, 12):02d}T{rng.randint(8, 18):02d}:{rng.randint(0, 59):02d}:00Z",
+        "created": june_time(rng),
         "body": sentence(rng),
     }
 
@@ -558,7 +562,7 @@ def doc_turn(number: int, rng: random.Random, index: int) -> Turn:
 
 
 def csv_turn(number: int, rng: random.Random, index: int) -> Turn:
-    start = datetime(2024, 6, 3 + index, 0, 0, tzinfo=UTC)
+    start = datetime(2024, 6, 3, tzinfo=UTC) + timedelta(days=index)
     path = f"data/gateway-latency-{start:%Y-%m-%d}.csv"
     lines, f = csv_export(rng, draw_target(rng), start)
     question = CSV_QUESTIONS[index % len(CSV_QUESTIONS)].format(path=path)
@@ -636,10 +640,8 @@ def build_chat(turns: int = TURNS, seed: int = SEED) -> list[Turn]:
     counts: Counter[str] = Counter()
     files = ("log", "doc", "log", "csv")
     for number in range(1, turns + 1):
-        if number % 5 == 3:
-            kind = "jira"
-        else:
-            kind = files[(number - 1 - counts["jira"]) % len(files)]
+        jira = number % 5 == 3
+        kind = "jira" if jira else files[(number - 1 - counts["jira"]) % len(files)]
         index = counts[kind]
         counts[kind] += 1
         if kind == "jira":
@@ -898,9 +900,7 @@ def report_one(
         "no summary runs); tokens = chars of the messages JSON / 4"
     )
     values = sorted(sizes.values())
-    kinds = Counter(
-        "jira" if t.result is not None else t.label.split("/")[0] + "/" for t in chat
-    )
+    kinds = Counter("jira" if t.result is not None else t.label.split("/")[0] + "/" for t in chat)
     print(
         f"    tool results as received: {min(values):,}-{max(values):,} characters, mean "
         f"{statistics.mean(values):,.0f}, {sum(values):,} in all ("
@@ -955,8 +955,9 @@ def report_one(
         f"{(1 - max(on_all) / max(off_all)) * 100:>9.1f}%"
     )
     print(
-        f"  checked: {check.receipts} of {check.expected_receipts} earlier returns went out as "
-        f"receipts in the on run, none in the off run, every question's own return in full"
+        f"  checked: every earlier question's return went out as a receipt in the on run "
+        f"({check.receipts} of {check.expected_receipts} occurrences over its requests), none in "
+        "the off run; each question's own return always in full"
         if not check.problems
         else f"  CHECK FAILED ({len(check.problems)} problems), first: {check.problems[:3]}"
     )
@@ -992,7 +993,6 @@ def long_chat(messages: int, stored_responses: bool, seed: int = SEED) -> list[S
     start = datetime(2024, 6, 1, 8, 0, tzinfo=UTC)
     kinds = ("log", "doc", "log", "csv")
     rows: list[StoredMessage] = []
-    call_number = 0
 
     def at(index: int) -> datetime:
         return start + timedelta(minutes=3 * index, seconds=rng.random())
@@ -1032,12 +1032,11 @@ def long_chat(messages: int, stored_responses: bool, seed: int = SEED) -> list[S
         rows.append(
             StoredMessage(user_id, "user", turn.user, None, "ok", None, None, {}, at(user_id))
         )
-        call_number += 1
         call_id = f"call_{hexid(rng, 24)}"
         round_id = len(rows) + 1
         when = at(round_id)
         parts = [ToolCallPart(tool_name=step.tool, args=step.arguments, tool_call_id=call_id)]
-        call = StoredToolCall(call_number, call_id, step.tool, step.arguments, "done", result)
+        call = StoredToolCall(q + 1, call_id, step.tool, step.arguments, "done", result)
         rows.append(
             StoredMessage(
                 round_id,

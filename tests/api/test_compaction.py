@@ -164,3 +164,47 @@ async def test_golden_request_with_compaction_per_mode(
     assert f"[read_file] notes.md — {size:,} characters, from an earlier question" in text
     assert '\\"status\\": \\"activated\\"' in text or "tool_reference" in text
     assert_golden(f"wire_compacted_{mode}", later)
+
+
+async def test_stored_rows_are_the_same_with_and_without_compaction(
+    user: Client, fakes: dict[str, FakeProviderServer], services: Services
+) -> None:
+    """Compaction changes requests only: two chats with the same turns store the same rows."""
+    write_notes(services, user)
+    fake = fakes["openai"]
+    stored = []
+    last_input: list[int] = []
+    for on in (True, False):
+        services.settings = services.settings.model_copy(update={"compact_tool_returns": on})
+        fake.script(
+            Reply(tool_calls=[ToolCall("read_file", {"path": "notes.md"}, id="call_read")]),
+            Reply(text="Fine."),
+            Reply(tool_calls=[ToolCall("list_files", {}, id="call_list")]),
+            Reply(text="Only notes."),
+        )
+        chat_id = (await user.post("/api/chats", json={"model": MODEL_IDS["openai"]})).json()["id"]
+        await send(user, chat_id, "Summarise notes.md")
+        await send(user, chat_id, "What else?")
+        chat = (await user.get(f"/api/chats/{chat_id}")).json()
+        last_input.append(chat["messages"][-2]["usage"]["input_tokens"])
+        stored.append(
+            [
+                {
+                    key: value
+                    for key, value in message.items()
+                    # usage is what the provider reported: fewer input tokens with compaction
+                    if key not in ("id", "chat_id", "created_at", "tool_calls", "usage")
+                }
+                | {
+                    "tool_calls": [
+                        {k: v for k, v in c.items() if k != "id"} for c in message["tool_calls"]
+                    ]
+                }
+                for message in chat["messages"]
+            ]
+        )
+    with_compaction, without = stored
+    assert with_compaction == without
+    assert last_input[0] < last_input[1]  # the compacted request was the smaller one
+    requests = [r.body for r in fake.model_requests]
+    assert tool_answers(requests[2])["call_read"] != tool_answers(requests[6])["call_read"]

@@ -21,8 +21,9 @@ which is what keeps the provider caches warm (WIRE.md §2c).
 
 from __future__ import annotations
 
+import operator
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic_ai import RunContext
 from pydantic_ai.capabilities import AbstractCapability
@@ -38,16 +39,18 @@ from pydantic_ai.models import ModelRequestContext
 from app.llm.dtl import MESSAGE_ID_KEY
 from app.tools.activation import ACTIVATE_TOOLS
 
+_T = TypeVar("_T")
+
 MIN_CHARS = 1000
 SUBJECT_KEYS = ("path", "query", "url", "name", "id")
 
 
 def question_start(messages: list[ModelMessage], question_id: int) -> int | None:
     """The index of the request that starts the question in progress, if it is there."""
-    for index, message in enumerate(messages):
-        if (
-            isinstance(message, ModelRequest)
-            and (message.metadata or {}).get(MESSAGE_ID_KEY) == question_id
+    for index in range(len(messages) - 1, -1, -1):  # it is near the end
+        message = messages[index]
+        if type(message) is ModelRequest and (message.metadata or {}).get(MESSAGE_ID_KEY) == (
+            question_id
         ):
             return index
     return None
@@ -67,6 +70,19 @@ def receipt(part: ToolReturnPart, call: ToolCallPart | None, size: int) -> str:
     return f"[{part.tool_name}]{subject} — {size:,} characters, from an earlier question, not shown"
 
 
+def _with(original: _T, **changes: Any) -> _T:
+    """A copy of a pydantic-ai message or part with some fields changed.
+
+    `dataclasses.replace` runs `__init__` (and a request's part checks) again, several times the
+    cost of the copy itself, once per receipt on every request; the copy keeps the original's
+    validated fields and its type, and the changes are values of the same kind.
+    """
+    copy = object.__new__(type(original))
+    copy.__dict__.update(original.__dict__)
+    copy.__dict__.update(changes)
+    return copy
+
+
 def compact_earlier_returns(
     messages: list[ModelMessage], question_id: int, min_chars: int = MIN_CHARS
 ) -> list[ModelMessage]:
@@ -74,39 +90,51 @@ def compact_earlier_returns(
     start = question_start(messages, question_id)
     if not start:
         return messages
+    out = list(messages)
     calls: dict[str, ToolCallPart] = {}
-    out: list[ModelMessage] = []
-    for index, message in enumerate(messages):
-        if index < start and isinstance(message, ModelResponse):
-            calls.update((p.tool_call_id, p) for p in message.parts if isinstance(p, ToolCallPart))
-        if index >= start or not isinstance(message, ModelRequest):
-            out.append(message)
+    for index in range(start):
+        message = out[index]
+        if type(message) is ModelResponse:
+            calls = {p.tool_call_id: p for p in message.parts if type(p) is ToolCallPart}
             continue
-        parts = list(message.parts)
-        changed = False
-        for i, part in enumerate(parts):
-            if not isinstance(part, ToolReturnPart) or part.tool_name == ACTIVATE_TOOLS:
+        parts: list[Any] | None = None
+        for i, part in enumerate(message.parts):
+            if type(part) is not ToolReturnPart or part.tool_name == ACTIVATE_TOOLS:
                 continue
-            text = part.model_response_str()
-            if len(text) < min_chars:
+            content = part.content
+            size = len(content) if type(content) is str else len(part.model_response_str())
+            if size < min_chars:
                 continue
-            parts[i] = replace(part, content=receipt(part, calls.get(part.tool_call_id), len(text)))
-            changed = True
-        out.append(replace(message, parts=parts) if changed else message)
+            if parts is None:
+                parts = list(message.parts)
+            text = receipt(part, calls.get(part.tool_call_id), size)
+            parts[i] = _with(part, content=text)
+        if parts is not None:
+            out[index] = _with(message, parts=parts)
     return out
 
 
 class ToolReturnCompaction(AbstractCapability[Any]):
+    """One per turn. The earlier questions are the same objects in every request of a turn, so
+    their compacted form is made once and reused; the question in progress is passed as is."""
+
     def __init__(self, question_id: int, min_chars: int = MIN_CHARS) -> None:
         self.question_id = question_id
         self.min_chars = min_chars
+        self._earlier: list[ModelMessage] = []
+        self._compacted: list[ModelMessage] = []
 
     async def prepare_model_request(
         self, ctx: RunContext[Any], request_context: ModelRequestContext
     ) -> ModelRequestContext:
-        messages = compact_earlier_returns(
-            request_context.messages, self.question_id, self.min_chars
-        )
-        if messages is request_context.messages:
+        messages = request_context.messages
+        done = len(self._earlier)
+        if done and len(messages) > done and all(map(operator.is_, messages, self._earlier)):
+            compacted = [*self._compacted, *messages[done:]]
+        else:
+            compacted = compact_earlier_returns(messages, self.question_id, self.min_chars)
+            start = question_start(messages, self.question_id) or 0
+            self._earlier, self._compacted = messages[:start], compacted[:start]
+        if compacted is messages:
             return request_context
-        return replace(request_context, messages=messages)
+        return replace(request_context, messages=compacted)

@@ -320,3 +320,22 @@ async def test_the_request_budget_leaves_the_49th_mib_as_a_note(
     assert [t for t in texts(body) if t.startswith("[attached file:")] == [
         f"[attached file: uploads/{ids[3]}/3.pdf (application/pdf, {size} bytes)]"
     ]
+
+
+async def test_a_video_goes_to_moonshot_as_video_url_and_never_to_anthropic(
+    user: Client, fakes: dict[str, FakeProviderServer], services: Services
+) -> None:
+    video = b"\x00\x00\x00\x18ftypmp42" + bytes(2000)
+    upload_id = await upload(services, user, "clip.mp4", video)
+    fakes["moonshot"].script(Reply(text="A clip."))
+    await send(user, await chat_on(user, "kimi/k3-test"), "Watch this", [upload_id])
+    [body] = bodies(fakes["moonshot"])
+    [part] = [b for b in media_blocks(body) if b["type"] == "video_url"]
+    assert part["video_url"]["url"] == "data:video/mp4;base64," + base64.b64encode(video).decode()
+
+    fakes["anthropic"].script(Reply(text="I can't watch it."))
+    await send(user, await chat_on(user, MEDIA_MODEL_IDS["anthropic"]), "Watch this", [upload_id])
+    [body] = bodies(fakes["anthropic"])
+    assert media_blocks(body) == []
+    note = f"[attached file: uploads/{upload_id}/clip.mp4 (video/mp4, {len(video)} bytes)]"
+    assert note in texts(body)

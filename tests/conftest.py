@@ -7,6 +7,7 @@ between tests.
 
 from __future__ import annotations
 
+import json
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -16,10 +17,15 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.api.auth import signed_in
+from app.auth.passwords import hash_password
+from app.auth.sessions import open_session
+from app.auth.tokens import CSRF_COOKIE, SESSION_COOKIE
 from app.clock import ShiftedClock
 from app.db.base import Base
 from app.db.engine import create_engine
 from app.db.migrate import upgrade
+from app.db.models import User
 from app.main import create_app
 from app.services import Services
 from app.settings import Settings
@@ -104,21 +110,46 @@ async def anon(server: tuple[str, Services], services: Services) -> AsyncIterato
 NewUser = Callable[..., Awaitable[Client]]
 
 
+_PASSWORD_HASHES: dict[str, str] = {}
+"""Each test password hashed once per run, with the service's own Argon2 parameters."""
+
+
 @pytest.fixture
 async def new_user(server: tuple[str, Services], services: Services) -> AsyncIterator[NewUser]:
-    """Registers a fresh user and returns a signed-in client for it."""
+    """A fresh user and a client signed in as it.
+
+    The user is made as registration makes one (the same row, a session opened by the same
+    function, the same cookies and answer), but its password hash is made once per run rather
+    than once per test: Argon2 costs a tenth of a second, by design. Registration and sign-in
+    themselves are tested through their routes in tests/api/test_auth.py.
+    """
     base_url, _ = server
+    host = httpx.URL(base_url).host
     opened: list[httpx.AsyncClient] = []
 
     async def make(email: str | None = None, password: str = "correct horse") -> Client:
         http = httpx.AsyncClient(base_url=base_url, timeout=30)
         opened.append(http)
         email = email or f"user-{secrets.token_hex(4)}@example.com"
-        response = await http.post(
-            "/api/auth/register", json={"email": email, "password": password}
-        )
-        assert response.status_code == 201, response.text
-        return Client(http, user=response.json(), password=password)
+        if password not in _PASSWORD_HASHES:
+            _PASSWORD_HASHES[password] = await hash_password(password)
+        now = services.clock.now()
+        async with services.sessions() as db:
+            user = User(
+                email=email,
+                password_hash=_PASSWORD_HASHES[password],
+                display_name=email.split("@", 1)[0],
+                is_admin=False,
+                created_at=now,
+            )
+            db.add(user)
+            await db.flush()
+            token = await open_session(db, services.codec, user, now, services.session_policy)
+            await db.commit()
+            answer = signed_in(services, user, token, 201)
+        http.cookies.set(SESSION_COOKIE, services.codec.sign(token), domain=host)
+        http.cookies.set(CSRF_COOKIE, services.codec.csrf_for(token), domain=host)
+        return Client(http, user=json.loads(bytes(answer.body)), password=password)
 
     yield make
     for http in opened:

@@ -30,7 +30,7 @@ def user_dict(user: User | SessionUser) -> dict[str, object]:
     }
 
 
-def _signed_in(services: Services, user: User, token: str, status_code: int) -> Response:
+def signed_in(services: Services, user: User, token: str, status_code: int) -> Response:
     csrf = services.codec.csrf_for(token)
     response = json_response({**user_dict(user), "csrf_token": csrf}, status_code)
     settings = services.settings
@@ -74,7 +74,7 @@ async def register(body: RegisterIn, services: ServicesDep, db: DbSession) -> Re
         raise HTTPException(409, "an account with this email exists") from exc
     token = await open_session(db, services.codec, user, now, services.session_policy)
     await db.commit()
-    return _signed_in(services, user, token, 201)
+    return signed_in(services, user, token, 201)
 
 
 @router.post("/login", response_model=SignedInOut, responses=error_responses(401, 429))
@@ -96,7 +96,7 @@ async def login(body: LoginIn, request: Request, services: ServicesDep, db: DbSe
     await throttle.clear_failures(db, keys[0])
     token = await open_session(db, services.codec, user, now, services.session_policy)
     await db.commit()
-    return _signed_in(services, user, token, 200)
+    return signed_in(services, user, token, 200)
 
 
 @router.post("/logout", status_code=204, responses=error_responses(401, 403))

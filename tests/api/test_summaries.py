@@ -116,7 +116,7 @@ async def test_nothing_to_cover_and_a_failing_summary_leave_the_chat_as_it_was(
     assert (await user.post(f"/api/chats/{chat_id}/compact")).status_code == 422
 
     chat_id = await three_questions(user, fake, MODEL_IDS["openai"])
-    fake.script(*[Fail(500)] * 4)
+    fake.script(Fail(400, message="the request was refused"))
     failed = await user.post(f"/api/chats/{chat_id}/compact")
     assert failed.status_code == 502 and "summary request failed" in failed.json()["detail"]
     assert (await user.get(f"/api/chats/{chat_id}")).json()["summaries"] == []
@@ -164,7 +164,7 @@ async def test_a_failing_automatic_summary_lets_the_turn_go_on(
         Reply(text="A."),
         Reply(text="B."),
         Reply(text="C.", usage=Usage(input_tokens=100_000, output_tokens=5)),
-        *[Fail(500)] * 4,
+        Fail(400, message="the request was refused"),
         Reply(text="D."),
     )
     chat_id = (await user.post("/api/chats", json={"model": MODEL_IDS["openai"]})).json()["id"]

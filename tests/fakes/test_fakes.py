@@ -735,6 +735,7 @@ def test_usage_rejects_more_cached_than_input() -> None:
         Usage(input_tokens=10, output_tokens=1, cache_read_tokens=11)
 
 
+@pytest.mark.slow  # a fake provider process of its own
 def test_subprocess_repeats_the_schedule_forever() -> None:
     """`python -m tests.fakes.providers` answers every request, for every kind, as scheduled."""
     processes = {

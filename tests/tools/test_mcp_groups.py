@@ -23,6 +23,10 @@ from app.config_errors import ConfigError
 from app.tools.mcp_config import McpConfig, McpServerConfig, load_mcp_config
 from app.tools.mcp_groups import McpGroup, McpGroups, McpToolError, exposed_tool_name
 
+# Real MCP server processes start and stop in nearly every test here: the full run has them,
+# the quick subset leaves them out.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 SERVERS = ROOT / "tests" / "fakes" / "mcp_servers"
 FAKE_MODULES = ("tests/fakes/mcp_servers", "mcp_server_time")

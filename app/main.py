@@ -34,11 +34,13 @@ from app.auth.tokens import CSRF_HEADER, TokenCodec
 from app.chat.supervisor import TurnSupervisor
 from app.clock import Clock
 from app.db.engine import create_engine, session_factory
+from app.knowledge.ingest import Ingestor
 from app.llm.probe import probe_local_providers
 from app.llm.registry import ModelRegistry
 from app.services import Services
 from app.settings import Settings
 from app.tools.catalogue import Catalogue, Entry
+from app.tools.knowledge import KnowledgeGroup
 from app.tools.mcp_config import load_mcp_config
 from app.tools.mcp_groups import McpGroups
 
@@ -48,16 +50,23 @@ log = logging.getLogger("hearth")
 def build_services(settings: Settings, clock: Clock | None = None) -> Services:
     engine = create_engine(settings.database_url)
     mcp = McpGroups(load_mcp_config(settings.mcp_file))
+    sessions = session_factory(engine)
     return Services(
         settings=settings,
         engine=engine,
-        sessions=session_factory(engine),
+        sessions=sessions,
         codec=TokenCodec(settings.signing_key),
         registry=ModelRegistry.from_file(settings.providers_file),
         clock=clock or Clock(),
-        catalogue=Catalogue([Entry("mcp", group) for group in mcp.groups()]),
+        catalogue=Catalogue(
+            [
+                *(Entry("mcp", group) for group in mcp.groups()),
+                Entry("builtin", KnowledgeGroup(sessions)),
+            ]
+        ),
         group_call=mcp.call,
         mcp=mcp,
+        ingestor=Ingestor(sessions, settings.data_dir),
     )
 
 
@@ -72,6 +81,8 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
         if services.mcp is not None:
             await services.mcp.start()  # each server starts in the background
         services.turns.start()
+        if services.ingestor is not None:
+            services.ingestor.start()  # takes up pending ingestions in the background
         # Everything built so far lives as long as the process: keep it out of the collector's
         # way, so full collections stay short instead of pausing a turn for hundreds of ms.
         gc.collect()
@@ -80,6 +91,8 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
             yield
         finally:
             await services.turns.close()
+            if services.ingestor is not None:
+                await services.ingestor.close()
             if services.mcp is not None:
                 await services.mcp.close()
             probe.cancel()

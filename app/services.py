@@ -22,6 +22,7 @@ from app.tools.groups import GroupCall, no_group_call
 
 if TYPE_CHECKING:
     from app.chat.supervisor import TurnSupervisor
+    from app.knowledge.ingest import Ingestor
     from app.tools.mcp_groups import McpGroups
 
 
@@ -41,6 +42,8 @@ class Services:
     """The pydantic-ai model of each configured model, built once."""
     mcp: McpGroups | None = None
     """The MCP servers of `config/mcp.yaml`, shared by every chat of the process."""
+    ingestor: Ingestor | None = None
+    """Makes uploaded documents searchable, in the background."""
     turns: TurnSupervisor = field(init=False)
     _policy: tuple[Settings, SessionPolicy] | None = field(default=None, init=False, repr=False)
     """The turns running in this process; attached by `create_app`."""

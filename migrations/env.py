@@ -16,6 +16,7 @@ from sqlalchemy.types import TypeDecorator
 from app.db import models  # noqa: F401  (fills Base.metadata)
 from app.db.base import Base
 from app.db.engine import create_engine
+from app.knowledge.index import include_object
 from app.settings import Settings
 
 config = context.config
@@ -36,6 +37,7 @@ def _configure(connection: Connection) -> None:
         render_as_batch=True,
         compare_type=True,
         render_item=_render_item,
+        include_object=include_object,
     )
     with context.begin_transaction():
         context.run_migrations()

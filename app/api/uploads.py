@@ -5,7 +5,8 @@ nothing is buffered or spooled before the route decides. It also authenticates o
 of its own that goes back to the pool before the body is read: a large upload over a slow link
 holds no database connection while its bytes arrive. Rows are written only once every file of
 the request is complete and the chat (if any) is known to be the user's; any failure removes
-every file of the request.
+every file of the request. Documents (text, PDF) are then ingested in the background
+(`app.knowledge.ingest`): the upload answers at once with `ingestion.status` `pending`.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ from app.chat import views
 from app.db.models import Chat, Upload
 from app.files.roots import user_root
 from app.files.uploads import TooLarge, remove_upload
+from app.knowledge.ingest import is_document
+from app.services import Services
 
 router = APIRouter(prefix="/api/uploads", tags=["uploads"])
 
@@ -114,6 +117,7 @@ async def create_uploads(request: Request, auth: BriefAuth, services: ServicesDe
                     mime=incoming.mime,
                     size=incoming.size,
                     sha256=incoming.sha256,
+                    ingest_status="pending" if is_document(incoming.mime) else None,
                     # One instant per request, in the order the files came: newest first lists
                     # the last file of a request first, and never two in an arbitrary order.
                     created_at=now + timedelta(microseconds=index),
@@ -129,7 +133,14 @@ async def create_uploads(request: Request, auth: BriefAuth, services: ServicesDe
         with anyio.CancelScope(shield=True):
             await anyio.to_thread.run_sync(form.discard)
         raise
+    ingest(services, [upload.id for upload in uploads if upload.ingest_status is not None])
     return json_response([_render(upload) for upload in uploads], 201)
+
+
+def ingest(services: Services, upload_ids: list[uuid.UUID]) -> None:
+    if services.ingestor is not None:
+        for upload_id in upload_ids:
+            services.ingestor.submit(upload_id)
 
 
 @router.get("", response_model=UploadPage, responses=error_responses(401))
@@ -166,11 +177,38 @@ async def get_upload(upload_id: uuid.UUID, auth: Auth, connection: Connection) -
     return json_response(views.upload(row))
 
 
+@router.post(
+    "/{upload_id}/ingest",
+    status_code=202,
+    response_model=UploadOut,
+    responses=error_responses(401, 403, 404),
+)
+async def ingest_upload(
+    upload_id: uuid.UUID, auth: Auth, services: ServicesDep, db: DbSession
+) -> Response:
+    """Make a document searchable again (text, Markdown or PDF): `ingestion` goes `pending`."""
+    upload = await db.scalar(
+        select(Upload).where(Upload.id == upload_id, Upload.user_id == auth.user.id)
+    )
+    if upload is None:
+        raise HTTPException(404, "upload not found")
+    if not is_document(upload.mime):
+        raise unprocessable(
+            ("path", "upload_id"),
+            f"a {upload.mime} upload is not a searchable document (text, Markdown or PDF)",
+        )
+    upload.ingest_status, upload.ingest_error = "pending", None
+    await db.commit()
+    ingest(services, [upload.id])
+    return json_response(_render(upload), 202)
+
+
 @router.delete("/{upload_id}", status_code=204, responses=error_responses(401, 403, 404))
 async def delete_upload(
     upload_id: uuid.UUID, auth: Auth, services: ServicesDep, db: DbSession
 ) -> Response:
-    """Delete an upload: its row, then its folder `uploads/<id>/` and all it holds."""
+    """Delete an upload: its row (its passages and the evidence that cites them go with it),
+    then its folder `uploads/<id>/` and all it holds."""
     result = await db.execute(
         delete(Upload).where(Upload.id == upload_id, Upload.user_id == auth.user.id)
     )

@@ -7,6 +7,13 @@ smaller returns and every `activate_tools` return stay as they are (they are sma
 `anthropic_tool_reference` they carry the tool references). Each call stays paired with its
 return, so every provider accepts the history; the model knows what it had and can fetch it again.
 
+Evidence is the exception that keeps more: of the earlier questions' `knowledge_search` returns,
+the newest carries the capsule — every passage cited in earlier questions, in full, grouped by
+the latest question that cited it (`app.chat.evidence.capsule`) — and every other becomes a
+receipt, whatever its size. One capsule exists by construction: it replaces exactly one return.
+When a new question moves the capsule, the return that held it becomes a receipt: the one
+change a new question makes outside the previous question's messages.
+
 "Earlier" is decided by the question's identity, never by the shape of the messages: the
 question in progress starts at the stored user message whose id the turn was started with
 (`MESSAGE_ID_KEY` on its request), which a turn resumed after approvals keeps, so a question's
@@ -36,6 +43,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models import ModelRequestContext
 
+from app.chat.evidence import KNOWLEDGE_SEARCH
 from app.llm.dtl import MESSAGE_ID_KEY
 from app.tools.activation import ACTIVATE_TOOLS
 
@@ -83,14 +91,31 @@ def _with(original: _T, **changes: Any) -> _T:
     return copy
 
 
+def _last_search(messages: list[ModelMessage], end: int) -> tuple[int, int] | None:
+    """(message index, part index) of the newest knowledge_search return before `end`."""
+    for index in range(end - 1, -1, -1):
+        message = messages[index]
+        if type(message) is ModelRequest:
+            for i in range(len(message.parts) - 1, -1, -1):
+                part = message.parts[i]
+                if type(part) is ToolReturnPart and part.tool_name == KNOWLEDGE_SEARCH:
+                    return index, i
+    return None
+
+
 def compact_earlier_returns(
-    messages: list[ModelMessage], question_id: int, min_chars: int = MIN_CHARS
+    messages: list[ModelMessage],
+    question_id: int,
+    min_chars: int = MIN_CHARS,
+    capsule: str | None = None,
 ) -> list[ModelMessage]:
-    """`messages` with earlier questions' large tool returns as receipts (new objects)."""
+    """`messages` with earlier questions' large tool returns as receipts (new objects), and
+    their evidence returns as one capsule (the newest) and receipts (every other)."""
     start = question_start(messages, question_id)
     if not start:
         return messages
     out = list(messages)
+    holder = _last_search(out, start) if capsule is not None else None
     calls: dict[str, ToolCallPart] = {}
     for index in range(start):
         message = out[index]
@@ -101,13 +126,17 @@ def compact_earlier_returns(
         for i, part in enumerate(message.parts):
             if type(part) is not ToolReturnPart or part.tool_name == ACTIVATE_TOOLS:
                 continue
+            evidence = holder is not None and part.tool_name == KNOWLEDGE_SEARCH
             content = part.content
             size = len(content) if type(content) is str else len(part.model_response_str())
-            if size < min_chars:
+            if size < min_chars and not evidence:
                 continue
             if parts is None:
                 parts = list(message.parts)
-            text = receipt(part, calls.get(part.tool_call_id), size)
+            if evidence and holder == (index, i):
+                text = capsule
+            else:
+                text = receipt(part, calls.get(part.tool_call_id), size)
             parts[i] = _with(part, content=text)
         if parts is not None:
             out[index] = _with(message, parts=parts)
@@ -118,8 +147,12 @@ class ToolReturnCompaction(AbstractCapability[Any]):
     """One per turn. The earlier questions are the same objects in every request of a turn, so
     their compacted form is made once and reused; the question in progress is passed as is."""
 
-    def __init__(self, question_id: int, min_chars: int = MIN_CHARS) -> None:
+    def __init__(
+        self, question_id: int, capsule: str | None = None, min_chars: int = MIN_CHARS
+    ) -> None:
         self.question_id = question_id
+        self.capsule = capsule
+        """Earlier questions' cited evidence (`app.chat.evidence.capsule`), if they searched."""
         self.min_chars = min_chars
         self._earlier: list[ModelMessage] = []
         self._compacted: list[ModelMessage] = []
@@ -132,7 +165,9 @@ class ToolReturnCompaction(AbstractCapability[Any]):
         if done and len(messages) > done and all(map(operator.is_, messages, self._earlier)):
             compacted = [*self._compacted, *messages[done:]]
         else:
-            compacted = compact_earlier_returns(messages, self.question_id, self.min_chars)
+            compacted = compact_earlier_returns(
+                messages, self.question_id, self.min_chars, self.capsule
+            )
             start = question_start(messages, self.question_id) or 0
             self._earlier, self._compacted = messages[:start], compacted[:start]
         if compacted is messages:

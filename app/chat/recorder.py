@@ -9,6 +9,8 @@ A pydantic-ai capability, so it sees every round whichever way the run is driven
 - when the round ends it stores the content, reasoning, the full response for replay (thinking
   signatures, reasoning content), the model and the usage split into input, output, cache read
   and cache write tokens;
+- what the knowledge tools retrieved and cited becomes evidence rows of the question, with
+  the round as their epoch (`app.chat.evidence`);
 - each tool call becomes a `chat_llm_tools` row that goes `running` -> `done` / `failed`; a
   call that waits for the user's approval goes `pending` when the run pauses (a `write_file`
   row gets its preview when the call is made), and when the turn resumes from the user's
@@ -47,7 +49,9 @@ from pydantic_ai.messages import (
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.chat import evidence
 from app.chat.events import HearthPart
+from app.chat.evidence import EVIDENCE_KEY
 from app.clock import Clock
 from app.db.models import ActivatedTool, ChatLlmTool, Message
 from app.llm.dtl import MEDIA_KEY
@@ -286,6 +290,17 @@ class Recorder(AbstractCapability[Any]):
             await db.commit()
         if part.tool_name == ACTIVATE_TOOLS and status == "done":
             await self._record_activations(ctx, result)
+        elif isinstance(part, ToolReturnPart) and isinstance(part.metadata, dict):
+            report = part.metadata.get(EVIDENCE_KEY)
+            if report and self.round is not None and self.question_id:
+                await evidence.record(
+                    self.sessions,
+                    chat_id=self.chat_id,
+                    question_id=self.question_id,
+                    epoch=self.round.message_id,
+                    report=report,
+                    now=self.clock.now(),
+                )
 
     async def _record_activations(self, ctx: RunContext[Any], result: str) -> None:
         """One `activated_tools` row per group the call activated, anchored at this round."""

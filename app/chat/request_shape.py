@@ -1,7 +1,7 @@
 """The last touches on every outgoing request, applied to a copy: the stored rows and the run's
 own history never see them.
 
-- The dynamic tail. Date and time (and, as features add them, notices and reminders) would
+- The dynamic tail. Date and time and budget notices (`app.chat.budget`) would
   break every provider cache if they sat in the system prompt, so they go last (WIRE.md §2c):
   a marked part at the very end of the request, which each model class renders in its
   provider's place for it (a final `system` message on OpenAI-compatible APIs, the last text
@@ -25,22 +25,30 @@ from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.messages import ModelMessage, ModelRequest, ToolAvailabilityDeltaPart
 from pydantic_ai.models import ModelRequestContext
 
+from app.chat.budget import budget_notice
 from app.clock import Clock
 from app.llm.dtl import with_tail
 
 
 class RequestShape(AbstractCapability[Any]):
-    def __init__(self, clock: Clock) -> None:
+    def __init__(self, clock: Clock, max_rounds: int | None = None) -> None:
         self.clock = clock
+        self.max_rounds = max_rounds
 
-    def tail(self) -> str:
+    def tail(self, ctx: RunContext[Any] | None = None) -> str:
         now = self.clock.now()
-        return f"[hearth/context] Current date and time: {now:%A %d %B %Y, %H:%M} UTC."
+        lines = [f"[hearth/context] Current date and time: {now:%A %d %B %Y, %H:%M} UTC."]
+        if ctx is not None and self.max_rounds is not None:
+            evidence = getattr(ctx.deps, "evidence", None)
+            notice = budget_notice(evidence, ctx.usage.requests + 1, self.max_rounds)
+            if notice:
+                lines.append(notice)
+        return "\n".join(lines)
 
     async def prepare_model_request(
         self, ctx: RunContext[Any], request_context: ModelRequestContext
     ) -> ModelRequestContext:
-        messages = with_tail(without_tool_deltas(request_context.messages), self.tail())
+        messages = with_tail(without_tool_deltas(request_context.messages), self.tail(ctx))
         return replace(request_context, messages=messages)
 
 

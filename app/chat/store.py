@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import and_, bindparam, delete, or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
-from app.chat import views
+from app.chat import evidence, views
 from app.db.models import Chat, ChatLlmTool, ChatSummary, Message, Upload
 
 _CHAT_DETAIL = select(
@@ -106,10 +106,20 @@ async def chat_detail(
         rows = (await connection.execute(_UPLOADS, {**keys, "ids": list(attachment_ids)})).all()
         uploads = {str(row[0]): views.upload(row) for row in rows}
 
+    # A question's citations and status go on its final message: its latest assistant round.
+    questions = await evidence.question_views(connection, chat_id)
+    final: dict[int, int] = {}
+    for message in messages:
+        question_id = (message[meta_index] or {}).get("question_id")
+        if question_id in questions:
+            final[question_id] = message[0]
+    by_final = {message_id: questions[q] for q, message_id in final.items()}
     return {
         **views.chat(chat, now),
         "messages": [
-            views.message(message, tools_by_message.get(message[0], []), uploads)
+            views.message(
+                message, tools_by_message.get(message[0], []), uploads, by_final.get(message[0])
+            )
             for message in messages
         ],
         "summaries": [

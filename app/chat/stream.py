@@ -2,14 +2,16 @@
 
 `VercelAIEventStream` already speaks the UI message stream protocol of the AI SDK (v7 wire);
 this subclass adds what only hearth knows: `data-user-message` right after `start`, each
-capability's `HearthPart` as its `data-*` chunk, and `data-usage` with the turn's usage just
-before `finish`. It also remembers the error that ended a run, so the turn runner can store it,
-and words the errors a user may see in plain terms.
+capability's `HearthPart` as its `data-*` chunk, and at the end the question's citations
+(`data-citations`, and a standard `source-document` part per cited passage, so stock AI SDK
+frontends list the sources too) and `data-usage` with the turn's usage, just before `finish`.
+It also remembers the error that ended a run, so the turn runner can store it, and words
+the errors a user may see in plain terms.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,10 +24,12 @@ from pydantic_ai.ui.vercel_ai.response_types import (
     ErrorChunk,
     FinishChunk,
     FinishStepChunk,
+    SourceDocumentChunk,
     StartChunk,
 )
 
 from app.chat.events import HearthPart
+from app.chat.evidence import EvidenceRow, citation
 
 SDK_VERSION = 7
 STREAM_HEADERS = {
@@ -46,6 +50,8 @@ class TurnEventStream(VercelAIEventStream[Any, Any]):
     user_message_id: int | None
     """None for a resumed turn, which stores no user message of its own."""
     usage: Callable[[], dict[str, int]]
+    citations: Callable[[], Awaitable[tuple[int, list[EvidenceRow]] | None]] | None = None
+    """The question's latest message and the passages it cited, read when the stream ends."""
     max_rounds: int = 25
     error: BaseException | None = field(default=None, init=False)
     compaction: dict[str, Any] | None = field(default=None, init=False)
@@ -71,6 +77,20 @@ class TurnEventStream(VercelAIEventStream[Any, Any]):
 
     async def after_stream(self) -> AsyncIterator[BaseChunk]:
         yield FinishStepChunk()
+        cited = await self.citations() if self.citations is not None else None
+        if cited is not None:
+            message_id, passages = cited
+            yield DataChunk(
+                type="data-citations",
+                data={"message_id": message_id, "citations": [citation(p) for p in passages]},
+            )
+            for passage in passages:
+                yield SourceDocumentChunk(
+                    source_id=passage.chunk_id or "",
+                    media_type=passage.mime or "text/plain",
+                    title=passage.filename or "",
+                    filename=passage.filename,
+                )
         yield DataChunk(type="data-usage", data=self.usage())
         if self.cancelled is None:
             yield FinishChunk(finish_reason=self._finish_reason)

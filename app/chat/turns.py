@@ -4,8 +4,10 @@ The turn runs in a task of its own, detached from the HTTP request that started 
 that disconnects cancels nothing: the turn runs to its end and everything is stored. The HTTP
 response only listens to the turn's outbox while the client stays.
 
-Each turn is a pydantic-ai run over the history the builder made from the stored rows, with two
-capabilities: the recorder (rows for every round and tool call) and the request log. A stop
+Each turn is a pydantic-ai run over the history the builder made from the stored rows, with its
+capabilities: the recorder (rows for every round, tool call and piece of evidence), the request
+log, request-time compaction (with the capsule of earlier questions' cited evidence), the media
+router and the request shape (the dynamic tail, with budget notices). A stop
 fires the run's `CancellationToken`, which cancels the in-flight model request upstream; the
 recorder then closes the open round as `cancelled`, keeping its partial text.
 """
@@ -26,9 +28,11 @@ from pydantic_ai.models import Model
 from pydantic_ai.ui.vercel_ai.response_types import AbortChunk, DoneChunk
 from pydantic_ai.usage import UsageLimits
 
+from app.chat import evidence
 from app.chat.activations import load_anchors
 from app.chat.builder import build_history
 from app.chat.compaction import ToolReturnCompaction
+from app.chat.evidence import EvidenceRow
 from app.chat.media import MediaRouter
 from app.chat.recorder import Recorder
 from app.chat.request_log import RequestLog
@@ -172,6 +176,7 @@ class Turn:
             server_message_id=f"turn-{plan.user_message_id}",
             user_message_id=None if plan.resume is not None else plan.user_message_id,
             usage=recorder.usage.as_dict,
+            citations=lambda: self._citations(recorder),
             max_rounds=max_rounds,
         )
         try:
@@ -181,6 +186,10 @@ class Turn:
                 rows = await load_rows(db, plan.chat_id)
                 anchors = await load_anchors(db, plan.chat_id)
                 summary = await latest_summary(db, plan.chat_id)
+                question = await evidence.load_question(
+                    db, plan.chat_id, plan.user_message_id, services.settings.search_budget
+                )
+                capsule = await evidence.earlier_capsule(db, plan.chat_id, plan.user_message_id)
             covered = summary.covers_up_to_message_id if summary else 0
             history = build_history(rows, anchors, covered)
             catalogue = services.catalogue
@@ -191,6 +200,7 @@ class Turn:
                 file_root=user_root(services.settings.data_dir, plan.user_id),
                 catalogue=catalogue,
                 active_groups={group for groups in anchors.values() for group in groups},
+                evidence=question,
             )
             async with agent.run_stream_events(
                 message_history=history,
@@ -203,12 +213,12 @@ class Turn:
                     recorder,
                     request_log,
                     *(
-                        [ToolReturnCompaction(plan.user_message_id)]
+                        [ToolReturnCompaction(plan.user_message_id, capsule)]
                         if services.settings.compact_tool_returns
                         else []
                     ),
                     MediaRouter(deps.file_root, plan.user_message_id),
-                    RequestShape(services.clock),
+                    RequestShape(services.clock, max_rounds),
                 ],
                 model_settings=model_settings(plan.model),
                 deps=deps,
@@ -237,6 +247,17 @@ class Turn:
                 self._emit(stream.encode_event(chunk))
         finally:
             self._emit(None)
+
+    async def _citations(self, recorder: Recorder) -> tuple[int, list[EvidenceRow]] | None:
+        """The question's cited passages and its latest message, once a round of it is stored."""
+        if not recorder.message_ids:
+            return None
+        async with self.services.sessions() as db:
+            rows = await evidence.load_rows(
+                db, self.plan.chat_id, question=self.plan.user_message_id
+            )
+        passages = evidence.cited(rows)
+        return (recorder.message_ids[-1], passages) if passages else None
 
     async def _compact_if_due(self) -> dict[str, Any] | None:
         """A summary before the turn when the last request neared the context window.

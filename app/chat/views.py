@@ -42,7 +42,17 @@ TOOL_COLUMNS = (
     "preview_new",
     "media",
 )
-UPLOAD_COLUMNS = ("id", "filename", "mime", "size", "sha256", "stored_path", "created_at")
+UPLOAD_COLUMNS = (
+    "id",
+    "filename",
+    "mime",
+    "size",
+    "sha256",
+    "stored_path",
+    "created_at",
+    "ingest_status",
+    "ingest_error",
+)
 
 
 def chat(row: Any, now: datetime) -> dict[str, Any]:
@@ -58,7 +68,7 @@ def chat(row: Any, now: datetime) -> dict[str, Any]:
 
 
 def upload(row: Sequence[Any]) -> dict[str, Any]:
-    upload_id, filename, mime, size, sha256, stored_path, created_at = row
+    upload_id, filename, mime, size, sha256, stored_path, created_at, ingested, error = row
     return {
         "id": upload_id,
         "filename": filename,
@@ -68,7 +78,7 @@ def upload(row: Sequence[Any]) -> dict[str, Any]:
         "path": stored_path,
         "url": f"/data/{upload_id}/{quote(filename, safe='')}",
         "created_at": created_at,
-        "ingestion": None,
+        "ingestion": None if ingested is None else {"status": ingested, "error": error},
     }
 
 
@@ -92,8 +102,12 @@ def tool_call(row: Sequence[Any]) -> dict[str, Any]:
 
 
 def message(
-    row: Sequence[Any], tool_calls: list[dict[str, Any]], uploads: dict[str, dict[str, Any]]
+    row: Sequence[Any],
+    tool_calls: list[dict[str, Any]],
+    uploads: dict[str, dict[str, Any]],
+    evidence: tuple[str | None, list[dict[str, Any]]] | None = None,
 ) -> dict[str, Any]:
+    """A message; `evidence` (citation status, citations) on the final message of a question."""
     (
         message_id,
         chat_id,
@@ -132,6 +146,6 @@ def message(
         "attachments": [uploads[str(i)] for i in attachment_ids if str(i) in uploads],
         "tool_calls": tool_calls,
         "usage": usage,
-        "citations": [],
-        "citation_status": None,
+        "citations": evidence[1] if evidence else [],
+        "citation_status": evidence[0] if evidence else None,
     }

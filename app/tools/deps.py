@@ -2,7 +2,8 @@
 
 `active_groups` is the turn's live set of activated groups: loaded from the chat's activation
 rows when the turn starts and grown by `activate_tools`, so tools activated in one round are
-declared from the next request of the same turn on.
+declared from the next request of the same turn on. `evidence` is the question's live evidence
+state, loaded the same way and grown by the knowledge tools.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from app.chat.evidence import QuestionEvidence
 from app.tools.catalogue import Catalogue
 
 
@@ -23,3 +25,5 @@ class TurnDeps:
     file_root: Path
     catalogue: Catalogue = field(default_factory=Catalogue)
     active_groups: set[str] = field(default_factory=set)
+    evidence: QuestionEvidence | None = None
+    """The question in progress: what it retrieved, and its search budget."""

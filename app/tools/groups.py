@@ -9,16 +9,17 @@ follows that model's DTL mode (WIRE.md §2):
   each marked with its group; the model class decides how they go on the wire (all deferred, or
   declared by system-tools messages) and the set never changes within a process.
 
-Tools keep catalogue order, so the array is byte-stable. Calls are routed to the group that owns
-the tool, only once that group is active (and, for a server marked `requires_approval`, once
-the user approved the call); a group that cannot answer gives the model a clear
-tool error, never a failed turn.
+Calls to a built-in group go to the group itself, with the run's context; calls to an MCP group
+go through `GroupCall`. Tools keep catalogue order, so the array is byte-stable. Calls are
+routed to the group that owns the tool, only once that group is active (and, for a server marked
+`requires_approval`, once the user approved the call); a group that cannot answer gives the
+model a clear tool error, never a failed turn.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol, cast
 
 from pydantic_ai import ModelRetry, RunContext
 from pydantic_ai.mcp import TOOL_SCHEMA_VALIDATOR
@@ -31,6 +32,14 @@ from app.tools.deps import TurnDeps
 
 GroupCall = Callable[[str, str, dict[str, Any]], Awaitable[Any]]
 """(group, exposed tool name, arguments) -> the tool's result; raises on a tool error."""
+
+
+class BuiltinGroup(Protocol):
+    """A group that runs in the process: it gets the run's context with each call."""
+
+    async def call(self, ctx: RunContext[TurnDeps], tool: str, arguments: dict[str, Any]) -> Any:
+        """The tool's result; raises `ModelRetry` for an error the model may correct."""
+        ...
 
 
 class GroupToolError(Exception):
@@ -81,6 +90,8 @@ class GroupToolset(AbstractToolset[TurnDeps]):
         entry = ctx.deps.catalogue.tool_owner(name)
         if entry is None or entry.group.name not in ctx.deps.active_groups:
             raise ModelRetry(f"{name} is not active; call activate_tools first")
+        if entry.kind == "builtin":
+            return await cast(BuiltinGroup, entry.group).call(ctx, name, tool_args)
         try:
             return await self._call(entry.group.name, name, tool_args)
         except GroupToolError as exc:

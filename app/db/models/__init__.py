@@ -1,6 +1,7 @@
 """All tables, imported together so `Base.metadata` is complete for Alembic and the app."""
 
 from app.db.models.chats import ActivatedTool, Chat, ChatLlmTool, ChatSummary, Message
+from app.db.models.knowledge import ChatEvidence, KnowledgeChunk
 from app.db.models.llm import LlmRequest
 from app.db.models.uploads import Upload
 from app.db.models.users import AuthSession, LoginFailure, User
@@ -9,8 +10,10 @@ __all__ = [
     "ActivatedTool",
     "AuthSession",
     "Chat",
+    "ChatEvidence",
     "ChatLlmTool",
     "ChatSummary",
+    "KnowledgeChunk",
     "LlmRequest",
     "LoginFailure",
     "Message",

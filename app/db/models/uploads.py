@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 
-from sqlalchemy import BigInteger, ForeignKey, Index, String, Uuid
+from sqlalchemy import BigInteger, ForeignKey, Index, String, Text, Uuid
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db.base import Base
@@ -30,3 +30,6 @@ class Upload(Base):
     size: Mapped[int] = mapped_column(BigInteger)
     sha256: Mapped[str] = mapped_column(String(64))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    ingest_status: Mapped[str | None] = mapped_column(String(16), default=None)
+    """`pending`, `ready` or `failed` for a searchable document (text, PDF); None otherwise."""
+    ingest_error: Mapped[str | None] = mapped_column(Text, default=None)

@@ -117,6 +117,8 @@ class Recorder(AbstractCapability[Any]):
         self.message_ids: list[int] = []
         self.running_tools: dict[str, int] = {}
         """tool_call_id -> chat_llm_tools row id, for calls that have not finished."""
+        self.cited = False
+        """Whether this turn recorded a citation."""
         self.adopted: dict[str, int] = {}
         """tool_call_id -> row id of the pending calls a resumed turn carries on."""
 
@@ -293,7 +295,7 @@ class Recorder(AbstractCapability[Any]):
         elif isinstance(part, ToolReturnPart) and isinstance(part.metadata, dict):
             report = part.metadata.get(EVIDENCE_KEY)
             if report and self.round is not None and self.question_id:
-                await evidence.record(
+                self.cited |= await evidence.record(
                     self.sessions,
                     chat_id=self.chat_id,
                     question_id=self.question_id,

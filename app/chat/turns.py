@@ -186,10 +186,18 @@ class Turn:
                 rows = await load_rows(db, plan.chat_id)
                 anchors = await load_anchors(db, plan.chat_id)
                 summary = await latest_summary(db, plan.chat_id)
-                question = await evidence.load_question(
-                    db, plan.chat_id, plan.user_message_id, services.settings.search_budget
+                budget = services.settings.search_budget
+                question = (
+                    await evidence.load_question(db, plan.chat_id, plan.user_message_id, budget)
+                    if plan.resume is not None
+                    else evidence.QuestionEvidence(plan.user_message_id, budget)  # a new one
                 )
-                capsule = await evidence.earlier_capsule(db, plan.chat_id, plan.user_message_id)
+                compacting = services.settings.compact_tool_returns
+                capsule = (
+                    await evidence.earlier_capsule(db, plan.chat_id, plan.user_message_id)
+                    if compacting
+                    else None
+                )
             covered = summary.covers_up_to_message_id if summary else 0
             history = build_history(rows, anchors, covered)
             catalogue = services.catalogue
@@ -212,11 +220,7 @@ class Turn:
                 capabilities=[
                     recorder,
                     request_log,
-                    *(
-                        [ToolReturnCompaction(plan.user_message_id, capsule)]
-                        if services.settings.compact_tool_returns
-                        else []
-                    ),
+                    *([ToolReturnCompaction(plan.user_message_id, capsule)] if compacting else []),
                     MediaRouter(deps.file_root, plan.user_message_id),
                     RequestShape(services.clock, max_rounds),
                 ],
@@ -250,7 +254,7 @@ class Turn:
 
     async def _citations(self, recorder: Recorder) -> tuple[int, list[EvidenceRow]] | None:
         """The question's cited passages and its latest message, once a round of it is stored."""
-        if not recorder.message_ids:
+        if not recorder.message_ids or not (recorder.cited or self.plan.resume is not None):
             return None
         async with self.services.sessions() as db:
             rows = await evidence.load_rows(

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import Float, func, literal_column, select, table, text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
+from sqlalchemy.sql.elements import ColumnElement
 
 from app.db.models import KnowledgeChunk, Upload
 from app.knowledge.index import FTS_TABLE, TS_CONFIG, TSV_COLUMN
@@ -71,7 +72,8 @@ _COLUMNS = (
 )
 
 
-def _scope(user_id: uuid.UUID):  # type: ignore[no-untyped-def]
+def _scope(user_id: uuid.UUID) -> tuple[ColumnElement[bool], ...]:
+    """The user's own passages, of documents whose ingestion is complete."""
     return (KnowledgeChunk.user_id == user_id, Upload.ingest_status == "ready")
 
 

@@ -27,6 +27,7 @@ from app.api import (
     models,
     tools,
     uploads,
+    web,
 )
 from app.api.json import OrjsonResponse
 from app.api.limits import BodyLimitMiddleware
@@ -118,8 +119,10 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
         tools,
         uploads,
         data,
+        web,
     ):
         app.include_router(module.router)
+    app.mount("/web", web.client_files(), name="web")
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:

@@ -81,6 +81,8 @@ async def services(server: tuple[str, Services], clock: ShiftedClock) -> AsyncIt
     yield services
     services.settings = original
     clock.reset()
+    if services.ingestor is not None:
+        await services.ingestor.idle()  # an ingestion still writing would race the emptying
     await _empty_tables(services.engine)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -21,13 +22,13 @@ async def fakes() -> AsyncIterator[dict[str, FakeProviderServer]]:
         "openai": FakeOpenAI(flavour="openai"),
         "moonshot": FakeOpenAI(flavour="moonshot"),
     }
-    for server in servers.values():
-        await server.start()
+    # Started and stopped together: a uvicorn shutdown waits a fixed 0.1 s or more, and three
+    # in a row after every test added up to a good part of the suite's time.
+    await asyncio.gather(*(server.start() for server in servers.values()))
     try:
         yield servers
     finally:
-        for server in servers.values():
-            await server.stop()
+        await asyncio.gather(*(server.stop() for server in servers.values()))
 
 
 @pytest.fixture

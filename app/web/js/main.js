@@ -1,0 +1,607 @@
+// The page's controller: which view shows (sign-in or the app), the chat list, the open chat and
+// its running turn, attachments and keys. State lives in one object; views are redrawn from it.
+// The client uses only the public API (api.js), so it also shows a frontend author the way.
+
+import { ApiError, api, upload, whenSignedOut } from "./api.js";
+import { Log } from "./conversation.js";
+import { announce, clear, formatSize, h } from "./dom.js";
+import { TurnFold, chunks } from "./stream.js";
+
+const $ = (id) => document.getElementById(id);
+
+const state = {
+  user: null,
+  models: [],
+  chats: [],
+  nextCursor: null,
+  chat: null, // the open chat: {id, title, model, ...}
+  messages: [],
+  running: false, // a turn of the open chat is streaming or running on the server
+  pending: [], // attachments: {file, progress, upload, error}
+  poll: 0,
+  modelChange: null, // a model switch on its way to the server; a send waits for it
+  view: 0, // bumped by each navigation and send: a chat load that finishes late is dropped
+};
+
+const CAPABILITY_TEXT = {
+  vision: "sees images",
+  document: "reads PDFs",
+  video: "watches video",
+  tool_search: "deferred tool loading",
+};
+
+let log;
+
+// ---- errors --------------------------------------------------------------------------------
+
+function showError(error) {
+  const message = error instanceof ApiError || error instanceof Error ? error.message : String(error);
+  $("app-error").textContent = message;
+  announce(message);
+}
+
+function clearError() {
+  $("app-error").textContent = "";
+}
+
+async function attempt(action) {
+  try {
+    clearError();
+    return await action();
+  } catch (error) {
+    if (error instanceof ApiError && error.status === 401) return undefined; // signed out
+    showError(error);
+    return undefined;
+  }
+}
+
+// ---- sign in / sign up ---------------------------------------------------------------------
+
+function showAuth(message = "") {
+  stopPolling();
+  state.user = null;
+  state.chat = null;
+  $("app").hidden = true;
+  $("auth").hidden = false;
+  $("auth-error").textContent = message;
+  $("auth-password").value = "";
+  $("auth-email").focus();
+}
+
+async function submitAuth(event) {
+  event.preventDefault();
+  const action = event.submitter?.dataset.action || "login";
+  const email = $("auth-email").value.trim();
+  const password = $("auth-password").value;
+  const name = $("auth-name").value.trim();
+  const errorBox = $("auth-error");
+  errorBox.textContent = "";
+  if (!email || !password) {
+    errorBox.textContent = "Enter your email and password.";
+    return;
+  }
+  if (action === "register" && password.length < 8) {
+    errorBox.textContent = "Choose a password of at least 8 characters.";
+    return;
+  }
+  for (const button of $("auth-form").querySelectorAll("button")) button.disabled = true;
+  try {
+    const user =
+      action === "register" ? await api.register(email, password, name) : await api.login(email, password);
+    await showApp(user);
+  } catch (error) {
+    errorBox.textContent = error.message;
+  } finally {
+    for (const button of $("auth-form").querySelectorAll("button")) button.disabled = false;
+  }
+}
+
+async function signOut() {
+  try {
+    await api.logout();
+  } catch {
+    // signed out either way
+  }
+  showAuth("You have signed out.");
+}
+
+// ---- the app -------------------------------------------------------------------------------
+
+async function showApp(user) {
+  state.user = user;
+  $("auth").hidden = true;
+  $("app").hidden = false;
+  $("auth-form").reset();
+  $("who").textContent = user.display_name || user.email;
+  $("app").setAttribute("aria-busy", "true");
+  await attempt(async () => {
+    state.models = await api.models();
+    drawModels();
+    await loadChats();
+    if (state.chats.length) await openChat(state.chats[0].id);
+    else startBlank();
+  });
+  $("app").setAttribute("aria-busy", "false");
+  $("composer-input").focus();
+}
+
+function modelLabel(model) {
+  const caps = model.capabilities.map((c) => CAPABILITY_TEXT[c] || c);
+  let label = model.name || model.id;
+  if (caps.length) label += ` — ${caps.join(", ")}`;
+  if (!model.available) label += " (unavailable)";
+  return label;
+}
+
+function drawModels() {
+  const picker = $("model-picker");
+  clear(picker);
+  for (const model of state.models) {
+    picker.append(
+      h("option", { value: model.id, disabled: !model.available, text: modelLabel(model) }),
+    );
+  }
+  const kept = state.models.find((m) => m.id === picker.dataset.choice && m.available);
+  const preferred = state.chat?.model || kept?.id || state.models.find((m) => m.available)?.id;
+  if (preferred) picker.value = preferred;
+  describeModel();
+}
+
+function describeModel() {
+  const model = state.models.find((m) => m.id === $("model-picker").value);
+  if (!model) {
+    $("model-caps").textContent = "";
+    return;
+  }
+  const caps = model.capabilities.map((c) => CAPABILITY_TEXT[c] || c);
+  $("model-caps").textContent = `${model.id}: ${caps.length ? caps.join(", ") : "text only"}${
+    model.available ? "" : " — unavailable until its key or server is configured"
+  }`;
+}
+
+async function changeModel() {
+  describeModel();
+  const model = $("model-picker").value;
+  $("model-picker").dataset.choice = model;
+  if (!state.chat || state.chat.model === model) return;
+  const chatId = state.chat.id;
+  state.modelChange = attempt(async () => {
+    const updated = await api.updateChat(chatId, { model });
+    if (state.chat?.id === chatId) state.chat = { ...state.chat, ...updated };
+    announce(`This chat now uses ${model}.`);
+  });
+  await state.modelChange;
+}
+
+// ---- chat list -----------------------------------------------------------------------------
+
+async function loadChats(more = false) {
+  const page = await api.chats(more ? state.nextCursor : null);
+  state.chats = more ? [...state.chats, ...page.items] : page.items;
+  state.nextCursor = page.next_cursor;
+  drawChats();
+}
+
+function drawChats() {
+  const list = $("chat-list");
+  clear(list);
+  for (const chat of state.chats) list.append(chatItem(chat));
+  $("more-chats").hidden = !state.nextCursor;
+}
+
+function chatItem(chat) {
+  const title = chat.title || "Untitled chat";
+  const current = state.chat?.id === chat.id;
+  return h(
+    "li",
+    { class: current ? "current" : "" },
+    h("button", {
+      type: "button",
+      class: "open-chat",
+      "aria-current": current ? "page" : null,
+      text: title,
+      onclick: () => attempt(() => openChat(chat.id)),
+    }),
+    h(
+      "span",
+      { class: "chat-actions" },
+      h("button", {
+        type: "button",
+        class: "link",
+        "aria-label": `Rename ${title}`,
+        text: "Rename",
+        onclick: (event) => renameForm(event.target.closest("li"), chat),
+      }),
+      h("button", {
+        type: "button",
+        class: "link",
+        "aria-label": `Delete ${title}`,
+        text: "Delete",
+        onclick: (event) => confirmDelete(event.target.closest("li"), chat),
+      }),
+    ),
+  );
+}
+
+function renameForm(item, chat) {
+  const input = h("input", { id: "rename-input", value: chat.title || "", maxlength: "200" });
+  const form = h(
+    "form",
+    {
+      class: "rename",
+      onsubmit: (event) => {
+        event.preventDefault();
+        attempt(async () => {
+          const updated = await api.updateChat(chat.id, { title: input.value.trim() });
+          Object.assign(chat, updated);
+          if (state.chat?.id === chat.id) {
+            state.chat = { ...state.chat, ...updated };
+            $("chat-title").textContent = updated.title || "Untitled chat";
+          }
+          drawChats();
+        });
+      },
+    },
+    h("label", { for: "rename-input", text: "Chat title" }),
+    input,
+    h("button", { type: "submit", text: "Save" }),
+    h("button", { type: "button", class: "secondary", text: "Cancel", onclick: drawChats }),
+  );
+  clear(item);
+  item.append(form);
+  input.focus();
+  input.select();
+}
+
+function confirmDelete(item, chat) {
+  const title = chat.title || "Untitled chat";
+  clear(item);
+  item.append(
+    h("span", { class: "confirm", text: `Delete “${title}”?` }),
+    h("button", {
+      type: "button",
+      class: "danger",
+      text: "Confirm delete",
+      onclick: () =>
+        attempt(async () => {
+          await api.deleteChat(chat.id);
+          state.chats = state.chats.filter((c) => c.id !== chat.id);
+          if (state.chat?.id === chat.id) {
+            if (state.chats.length) await openChat(state.chats[0].id);
+            else startBlank();
+          }
+          drawChats();
+          announce(`Deleted ${title}.`);
+        }),
+    }),
+    h("button", { type: "button", class: "secondary", text: "Cancel", onclick: drawChats }),
+  );
+  item.querySelector("button").focus();
+}
+
+// ---- the open chat -------------------------------------------------------------------------
+
+function startBlank() {
+  stopPolling();
+  state.chat = null;
+  state.messages = [];
+  $("chat-title").textContent = "New chat";
+  log.show([], []);
+  setRunning(false);
+  drawChats();
+  drawModels();
+}
+
+function showChat(chat, activations) {
+  state.chat = chat;
+  state.messages = chat.messages;
+  $("chat-title").textContent = chat.title || "Untitled chat";
+  log.show(chat.messages, activations);
+  drawChats();
+  drawModels();
+  setRunning(Boolean(chat.running));
+  if (chat.running) startPolling();
+}
+
+async function openChat(id) {
+  stopPolling();
+  const view = ++state.view;
+  const [chat, activations] = await Promise.all([api.chat(id), api.activations(id)]);
+  if (view === state.view) showChat(chat, activations);
+}
+
+/** Redraw the open chat from the server: after a turn ends, what is stored is the truth. */
+async function reload() {
+  if (!state.chat) return;
+  const id = state.chat.id;
+  const [chat, activations] = await Promise.all([api.chat(id), api.activations(id)]);
+  if (state.chat?.id !== id) return;
+  state.chat = chat;
+  state.messages = chat.messages;
+  $("chat-title").textContent = chat.title || "Untitled chat";
+  log.show(chat.messages, activations);
+  setRunning(Boolean(chat.running));
+  if (chat.running) startPolling();
+  const listed = state.chats.find((c) => c.id === id);
+  if (listed) Object.assign(listed, { title: chat.title, updated_at: chat.updated_at });
+  state.chats.sort((a, b) => (a.updated_at < b.updated_at ? 1 : -1));
+  drawChats();
+}
+
+/** A turn running on the server that this page is not streaming (opened mid-turn). */
+function startPolling() {
+  stopPolling();
+  state.poll = setInterval(() => {
+    if (!state.chat) return stopPolling();
+    api.chat(state.chat.id).then(
+      (chat) => {
+        if (!chat.running) {
+          stopPolling();
+          reload().catch(showError);
+        }
+      },
+      () => stopPolling(),
+    );
+  }, 1000);
+}
+
+function stopPolling() {
+  if (state.poll) clearInterval(state.poll);
+  state.poll = 0;
+}
+
+function setRunning(running) {
+  state.running = running;
+  $("stop").hidden = !running;
+  $("send").disabled = running;
+  $("model-picker").disabled = running;
+}
+
+async function newChat() {
+  await attempt(async () => {
+    const chat = await api.createChat($("model-picker").value || undefined);
+    state.chats.unshift(chat);
+    state.view += 1;
+    stopPolling();
+    showChat({ ...chat, messages: [], running: false }, []);
+    $("composer-input").focus();
+    announce("New chat started.");
+  });
+}
+
+// ---- sending and streaming -----------------------------------------------------------------
+
+async function consume(response) {
+  const fold = new TurnFold(state.messages, (message) => log.changed(message), state.chat.model);
+  const chatId = state.chat.id;
+  setRunning(true);
+  try {
+    for await (const chunk of chunks(response)) {
+      if (state.chat?.id !== chatId) break; // the reader moved to another chat; it runs on
+      fold.apply(chunk);
+      if (chunk.type === "data-activation") {
+        log.activations.push({ kind: "group", message_id: chunk.data.message_id, groups: chunk.data.groups });
+      }
+    }
+  } catch {
+    showError("The connection dropped while the reply streamed; showing what was stored.");
+  }
+  if (fold.error) showError(fold.error);
+  if (state.chat?.id === chatId) {
+    await reload();
+    announce(fold.paused ? "A tool call waits for your approval." : "The reply is complete.");
+  }
+}
+
+async function send(event) {
+  event?.preventDefault();
+  if (state.running) return;
+  const input = $("composer-input");
+  const content = input.value.trim();
+  if (state.pending.some((p) => !p.upload && !p.error)) {
+    showError("Wait until the attachments have finished uploading.");
+    return;
+  }
+  const attachments = state.pending.filter((p) => p.upload).map((p) => p.upload);
+  if (!content && !attachments.length) {
+    showError("Write a message or attach a file first.");
+    input.focus();
+    return;
+  }
+  await attempt(async () => {
+    await state.modelChange;
+    state.view += 1; // the turn's own stream draws this chat from now on
+    if (!state.chat) {
+      const chat = await api.createChat($("model-picker").value || undefined);
+      state.chats.unshift(chat);
+      state.chat = chat;
+      state.messages = [];
+      drawChats();
+    }
+    setRunning(true);
+    let response;
+    try {
+      response = await api.send(state.chat.id, content, attachments.map((a) => a.id));
+    } catch (error) {
+      setRunning(false);
+      throw error;
+    }
+    input.value = "";
+    state.pending = [];
+    drawPending();
+    const user = {
+      id: null,
+      role: "user",
+      content,
+      status: "ok",
+      attachments,
+      tool_calls: [],
+      citations: [],
+    };
+    state.messages.push(user);
+    log.changed(user);
+    await consume(response);
+  });
+  setRunning(Boolean(state.chat?.running));
+}
+
+async function stop() {
+  if (!state.chat || !state.running) return;
+  await attempt(async () => {
+    try {
+      await api.stop(state.chat.id);
+      announce("Stopping the reply.");
+    } catch (error) {
+      if (!(error instanceof ApiError && error.status === 409)) throw error;
+      await reload(); // it had already ended
+    }
+  });
+}
+
+async function decide(call, approved, note) {
+  await attempt(async () => {
+    const decision = { tool_call_id: call.tool_call_id, approved };
+    if (note) decision.note = note;
+    const response = await api.decide(state.chat.id, [decision]);
+    if (response.status === 202) {
+      announce("Recorded; other tool calls still wait for you.");
+      await reload();
+    } else await consume(response); // the last answer resumes the turn: its stream follows
+  });
+}
+
+// ---- attachments ---------------------------------------------------------------------------
+
+function addFiles(files) {
+  const batch = [...files].map((file) => ({ file, progress: 0, upload: null, error: null }));
+  if (!batch.length) return;
+  state.pending.push(...batch);
+  drawPending();
+  upload(
+    batch.map((p) => p.file),
+    state.chat?.id,
+    (fraction) => {
+      for (const p of batch) p.progress = fraction;
+      drawPending();
+    },
+  ).then(
+    (uploads) => {
+      batch.forEach((p, i) => {
+        p.upload = uploads[i];
+        p.progress = 1;
+      });
+      drawPending();
+      announce(`${uploads.length} file${uploads.length === 1 ? "" : "s"} attached.`);
+    },
+    (error) => {
+      for (const p of batch) p.error = error.message;
+      drawPending();
+      if (!(error instanceof ApiError && error.status === 401)) showError(error);
+    },
+  );
+}
+
+function drawPending() {
+  const list = $("pending-files");
+  clear(list);
+  for (const pending of state.pending) {
+    const name = pending.file.name;
+    let body;
+    if (pending.error) body = h("span", { class: "error", text: `${name}: ${pending.error}` });
+    else if (pending.upload && pending.upload.mime.startsWith("image/") && pending.upload.mime !== "image/svg+xml") {
+      body = h(
+        "a",
+        { href: pending.upload.url, target: "_blank", rel: "noopener", class: "file thumb" },
+        h("img", { src: pending.upload.url, alt: name }),
+      );
+    } else if (pending.upload) {
+      body = h("span", { class: "file-name", text: `${name} (${formatSize(pending.upload.size)})` });
+    } else {
+      body = h(
+        "span",
+        {},
+        h("span", { class: "file-name", text: name }),
+        h("progress", {
+          max: "100",
+          value: String(Math.round(pending.progress * 100)),
+          "aria-label": `Uploading ${name}`,
+        }),
+      );
+    }
+    list.append(
+      h(
+        "li",
+        { class: "pending-file" },
+        body,
+        h("button", {
+          type: "button",
+          class: "link",
+          "aria-label": `Remove ${name}`,
+          text: "×",
+          onclick: () => {
+            state.pending = state.pending.filter((p) => p !== pending);
+            drawPending();
+          },
+        }),
+      ),
+    );
+  }
+}
+
+// ---- wiring --------------------------------------------------------------------------------
+
+function keys(event) {
+  if (event.key === "Escape" && state.running) {
+    event.preventDefault();
+    stop();
+  }
+}
+
+function composerKeys(event) {
+  if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+    event.preventDefault();
+    send();
+  }
+}
+
+function dropZone(element) {
+  element.addEventListener("dragover", (event) => {
+    if (!event.dataTransfer?.types.includes("Files")) return;
+    event.preventDefault();
+    element.classList.add("dragging");
+  });
+  element.addEventListener("dragleave", () => element.classList.remove("dragging"));
+  element.addEventListener("drop", (event) => {
+    element.classList.remove("dragging");
+    if (!event.dataTransfer?.files.length) return;
+    event.preventDefault();
+    addFiles(event.dataTransfer.files);
+  });
+}
+
+async function boot() {
+  log = new Log($("log"), { onDecide: decide });
+  whenSignedOut(() => showAuth("Your session has ended. Sign in again to continue."));
+  $("auth-form").addEventListener("submit", submitAuth);
+  $("sign-out").addEventListener("click", signOut);
+  $("new-chat").addEventListener("click", newChat);
+  $("more-chats").addEventListener("click", () => attempt(() => loadChats(true)));
+  $("model-picker").addEventListener("change", changeModel);
+  $("composer").addEventListener("submit", send);
+  $("composer-input").addEventListener("keydown", composerKeys);
+  $("stop").addEventListener("click", stop);
+  $("attach").addEventListener("click", () => $("file-input").click());
+  $("file-input").addEventListener("change", (event) => {
+    addFiles(event.target.files);
+    event.target.value = "";
+  });
+  document.addEventListener("keydown", keys);
+  dropZone(document.querySelector(".main"));
+  try {
+    await showApp(await api.me());
+  } catch {
+    showAuth();
+  }
+}
+
+boot();

@@ -1,0 +1,525 @@
+"""The web client in headless Chromium, against a live hearth on the demo model and the fakes.
+
+Each test drives the page as a person would, by the names a screen reader announces (labels,
+button names, the `log` region, one `article` per message), and checks what the page shows
+against what hearth stored. The client reads the stream itself, so a turn seen arriving word by
+word here is the UI message stream rendered as it comes.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import pytest
+from PIL import Image
+from playwright.async_api import expect
+
+from app.files.roots import user_root
+from app.services import Services
+from tests.fakes.providers import FakeProviderServer, Reply, ToolCall
+from tests.knowledge.documents import add_document
+from tests.provider_setup import MEDIA_MODEL_IDS, MODEL_IDS
+from tests.support import Client, wait_until_idle
+from tests.web.conftest import Tab, sign_in_as
+
+GREETING_START = "Hello! I am hearth's demo model"
+
+
+def png(width: int = 24, height: int = 16) -> bytes:
+    buffer = io.BytesIO()
+    Image.new("RGB", (width, height), (200, 40, 40)).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+async def record_text_growth(page: Any) -> None:
+    """Record the length of the newest assistant text each time the log changes."""
+    await page.evaluate(
+        """() => {
+          window.__lengths = [];
+          const log = document.querySelector('[role=log]');
+          new MutationObserver(() => {
+            const bodies = log.querySelectorAll('article.assistant .body');
+            const last = bodies[bodies.length - 1];
+            if (last) window.__lengths.push(last.textContent.length);
+          }).observe(log, {childList: true, subtree: true, characterData: true});
+        }"""
+    )
+
+
+async def chat_of(client: Client) -> dict[str, Any]:
+    chats = (await client.get("/api/chats")).json()["items"]
+    assert len(chats) == 1, chats
+    return await wait_until_idle(client, chats[0]["id"])
+
+
+async def choose_model(page: Any, model_id: str) -> None:
+    await page.get_by_label("Model").select_option(model_id)
+
+
+async def test_sign_up_send_see_it_stream_and_sign_out(tab: Tab, anon: Client) -> None:
+    page = await tab.open()
+    await page.get_by_label("Email").fill("Ada@Example.com")
+    await page.get_by_label("Password").fill("correct horse")
+    await page.get_by_label("Display name").fill("Ada L.")
+    await page.get_by_role("button", name="Sign up").click()
+    await expect(page.get_by_role("button", name="Sign out")).to_be_visible()
+    await expect(page.locator("#who")).to_have_text("Ada L.")
+    await expect(page.get_by_label("Model")).to_have_value("demo/scripted")
+
+    await record_text_growth(page)
+    message = page.get_by_label("Message")
+    await message.fill("What is in my workspace?")
+    await message.press("Enter")
+
+    log = page.get_by_role("log")
+    articles = log.get_by_role("article")
+    await expect(articles).to_have_count(3)
+    await expect(articles.nth(2)).to_contain_text("This reply is scripted")
+    await expect(articles.nth(2)).not_to_have_class("status-streaming")
+    await expect(message).to_have_value("")
+    await expect(articles.nth(0)).to_contain_text("What is in my workspace?")
+    await expect(articles.nth(1)).to_contain_text(GREETING_START)
+    tool = articles.nth(1).locator("details.tool")
+    await expect(tool.locator("summary")).to_contain_text("list_files")
+    await expect(tool.locator("summary")).to_contain_text("done")
+
+    lengths = await page.evaluate("window.__lengths")
+    growing = sorted(set(lengths))
+    assert len(growing) >= 5, f"the text did not arrive in pieces: {lengths}"
+
+    # What the page showed is what hearth stored, and a reload shows it again.
+    anon.http.cookies.update(dict((c["name"], c["value"]) for c in await page.context.cookies()))
+    chat = await chat_of(anon)
+    assert [m["role"] for m in chat["messages"]] == ["user", "assistant", "assistant"]
+    assert chat["messages"][0]["content"] == "What is in my workspace?"
+    await page.reload()
+    await expect(page.get_by_role("log").get_by_role("article")).to_have_count(3)
+    await expect(page.get_by_role("log")).to_contain_text(chat["messages"][2]["content"])
+
+    await page.get_by_role("button", name="Sign out").click()
+    await expect(page.get_by_label("Email")).to_be_visible()
+    await expect(page.get_by_role("alert")).to_have_text("You have signed out.")
+    assert (await anon.get("/api/auth/me")).status_code == 401  # the session was revoked
+    await page.reload()
+    await expect(page.get_by_role("button", name="Sign in")).to_be_visible()
+
+
+async def test_shift_enter_breaks_a_line_and_markup_stays_text(tab: Tab, user: Client) -> None:
+    page = await sign_in_as(tab, user)
+    message = page.get_by_label("Message")
+    await message.fill("**bold** and `code`")
+    await message.press("Shift+Enter")
+    await message.type('<img src=x onerror="window.__pwned=1"> <script>window.__pwned=2</script>')
+    await expect(message).to_have_value(
+        '**bold** and `code`\n<img src=x onerror="window.__pwned=1"> '
+        "<script>window.__pwned=2</script>"
+    )
+    await message.press("Enter")
+
+    log = page.get_by_role("log")
+    await expect(log.get_by_role("article")).to_have_count(3)
+    mine = log.get_by_role("article").first
+    await expect(mine.locator("strong")).to_have_text("bold")
+    await expect(mine.locator("code")).to_have_text("code")
+    await expect(mine.locator("br")).to_have_count(1)
+    await expect(mine).to_contain_text('<img src=x onerror="window.__pwned=1">')
+    await expect(log.locator("img, script, iframe")).to_have_count(0)
+    assert await page.evaluate("window.__pwned") is None
+    chat = await chat_of(user)
+    assert chat["messages"][0]["content"].endswith("<script>window.__pwned=2</script>")
+
+
+async def test_an_image_upload_shows_its_thumbnail_and_opens_its_data_url(
+    tab: Tab, user: Client
+) -> None:
+    page = await sign_in_as(tab, user)
+    async with page.expect_file_chooser() as chooser:
+        await page.get_by_role("button", name="Attach files").click()
+    await (await chooser.value).set_files(
+        {"name": "dot.png", "mimeType": "image/png", "buffer": png()}
+    )
+    pending = page.get_by_role("list", name="Attachments").get_by_role("img", name="dot.png")
+    await expect(pending).to_be_visible()
+
+    await page.get_by_label("Message").fill("What is this picture?")
+    await page.get_by_role("button", name="Send").click()
+    log = page.get_by_role("log")
+    await expect(log.get_by_role("article")).to_have_count(3)
+    thumbnail = log.get_by_role("article").first.get_by_role("img", name="dot.png")
+    await expect(thumbnail).to_be_visible()
+    assert await thumbnail.evaluate("img => [img.naturalWidth, img.naturalHeight]") == [24, 16]
+    await expect(page.get_by_role("list", name="Attachments").locator("li")).to_have_count(0)
+
+    chat = await chat_of(user)
+    [upload] = chat["messages"][0]["attachments"]
+    assert upload["filename"] == "dot.png" and upload["mime"] == "image/png"
+    link = log.get_by_role("article").first.get_by_role("link", name="dot.png")
+    await expect(link).to_have_attribute("href", upload["url"])
+    async with page.context.expect_page() as opened:
+        await link.click()
+    shown = await opened.value
+    await shown.wait_for_load_state()
+    assert shown.url == tab.base_url + upload["url"]
+
+
+async def test_dropped_files_are_attached_and_large_ones_show_progress(
+    tab: Tab, user: Client
+) -> None:
+    page = await sign_in_as(tab, user)
+    await page.evaluate(
+        """() => {
+          const data = new DataTransfer();
+          data.items.add(new File(['# Notes\\n\\nSome text.\\n'], 'notes.md',
+                                  {type: 'text/markdown'}));
+          const main = document.querySelector('.main');
+          main.dispatchEvent(new DragEvent('dragover', {dataTransfer: data, bubbles: true,
+                                                       cancelable: true}));
+          main.dispatchEvent(new DragEvent('drop', {dataTransfer: data, bubbles: true,
+                                                   cancelable: true}));
+        }"""
+    )
+    attachments = page.get_by_role("list", name="Attachments")
+    await expect(attachments).to_contain_text("notes.md (20 B)")
+
+    # A large file: its request is held back a moment so the progress bar can be seen.
+    async def slow(route: Any) -> None:
+        await page.wait_for_timeout(800)
+        await route.continue_()
+
+    await page.route("**/api/uploads", slow)
+    async with page.expect_file_chooser() as chooser:
+        await page.get_by_role("button", name="Attach files").click()
+    await (await chooser.value).set_files(
+        {"name": "big.bin", "mimeType": "application/octet-stream", "buffer": b"\0" * 6_000_000}
+    )
+    progress = attachments.get_by_role("progressbar", name="Uploading big.bin")
+    await expect(progress).to_be_visible()
+    await expect(attachments).to_contain_text("big.bin (5.7 MB)", timeout=30_000)
+    await expect(progress).to_have_count(0)
+
+    await page.get_by_role("button", name="Send").click()  # attachments alone are a message
+    log = page.get_by_role("log")
+    await expect(log.get_by_role("article")).to_have_count(3)
+    first = log.get_by_role("article").first
+    await expect(first.get_by_role("link", name="notes.md")).to_be_visible()
+    await expect(first.get_by_role("link", name="big.bin")).to_be_visible()
+    chat = await chat_of(user)
+    names = [a["filename"] for a in chat["messages"][0]["attachments"]]
+    assert names == ["notes.md", "big.bin"]
+
+
+@pytest.mark.usefixtures("registry")
+async def test_write_file_is_approved_then_a_change_is_rejected_with_a_note(
+    tab: Tab, user: Client, fakes: dict[str, FakeProviderServer], services: Services
+) -> None:
+    fake = fakes["openai"]
+    first = ToolCall("write_file", {"path": "notes.txt", "content": "hello\nworld\n"}, id="w1")
+    second = ToolCall("write_file", {"path": "notes.txt", "content": "hello\nthere\n"}, id="w2")
+    fake.script(
+        Reply(text="I will write it.", tool_calls=[first]),
+        Reply(text="Written."),
+        Reply(text="Changing it.", tool_calls=[second]),
+        Reply(text="Left as it was."),
+    )
+    page = await sign_in_as(tab, user)
+    await choose_model(page, MODEL_IDS["openai"])
+    await page.get_by_label("Message").fill("Write a note")
+    await page.get_by_label("Message").press("Enter")
+
+    log = page.get_by_role("log")
+    call = log.locator("details.tool").first
+    await expect(call.locator("summary")).to_contain_text("waiting for your approval")
+    diff = call.locator(".diff")
+    await expect(diff.locator(".diff-add")).to_have_text(["+ hello", "+ world"])
+    target = user_root(services.settings.data_dir, user.user["id"]) / "notes.txt"
+    assert not target.exists()
+
+    await call.get_by_role("button", name="Approve").click()
+    await expect(log).to_contain_text("Written.")
+    await expect(call.locator("summary")).to_contain_text("done")
+    assert target.read_text() == "hello\nworld\n"
+
+    await page.get_by_label("Message").fill("Change it")
+    await page.get_by_role("button", name="Send").click()
+    change = log.locator("details.tool").nth(1)
+    await expect(change.locator("summary")).to_contain_text("waiting for your approval")
+    await expect(change.locator(".diff-del")).to_have_text(["- world"])
+    await expect(change.locator(".diff-add")).to_have_text(["+ there"])
+    await change.get_by_label("Note (optional, sent with a rejection or approval)").fill(
+        "Keep the world line."
+    )
+    await change.get_by_role("button", name="Reject").click()
+    await expect(log).to_contain_text("Left as it was.")
+    await expect(change.locator("summary")).to_contain_text("rejected")
+    assert target.read_text() == "hello\nworld\n"
+    assert "Keep the world line." in str(fake.model_requests[-1].body)
+
+    chat = await chat_of(user)
+    statuses = [t["status"] for m in chat["messages"] for t in m["tool_calls"]]
+    assert statuses == ["done", "rejected"]
+
+
+@pytest.mark.usefixtures("registry")
+async def test_a_slow_turn_stops_by_escape_and_by_the_stop_button(
+    tab: Tab, user: Client, fakes: dict[str, FakeProviderServer]
+) -> None:
+    slow = "word " * 400
+    fake = fakes["openai"]
+    fake.script(
+        Reply(text=slow, token_interval=0.05, chunk_chars=5),
+        Reply(text=slow, token_interval=0.05, chunk_chars=5),
+    )
+    page = await sign_in_as(tab, user)
+    await choose_model(page, MODEL_IDS["openai"])
+    log = page.get_by_role("log")
+    stop = page.get_by_role("button", name="Stop")
+    await expect(stop).to_be_hidden()
+
+    for how in ("escape", "button"):
+        await page.get_by_label("Message").fill(f"Talk slowly ({how})")
+        await page.get_by_label("Message").press("Enter")
+        reply = log.get_by_role("article").last
+        await expect(reply).to_contain_text("word word word")
+        await expect(stop).to_be_visible()
+        if how == "escape":
+            await page.keyboard.press("Escape")
+        else:
+            await stop.click()
+        await expect(reply.locator("header")).to_contain_text("stopped")
+        await expect(stop).to_be_hidden()
+        await expect(page.get_by_role("button", name="Send")).to_be_enabled()
+
+    chat = await chat_of(user)
+    replies = [m for m in chat["messages"] if m["role"] == "assistant"]
+    assert [m["status"] for m in replies] == ["cancelled", "cancelled"]
+    assert all(0 < len(m["content"]) < len(slow) for m in replies), [
+        len(m["content"]) for m in replies
+    ]
+
+
+@pytest.mark.usefixtures("registry")
+async def test_activations_are_chips_and_citations_show_their_passage(
+    tab: Tab, user: Client, fakes: dict[str, FakeProviderServer], services: Services
+) -> None:
+    document = b"# Garden\n\n## Watering\n\nTomatoes need water every evening in July.\n"
+    upload_id = await add_document(services, user.user["id"], "garden.md", document)
+    chunk_id = f"{upload_id.hex[:12]}-1"
+    fakes["openai"].script(
+        Reply(tool_calls=[ToolCall("activate_tools", {"groups": ["knowledge"]})]),
+        Reply(tool_calls=[ToolCall("knowledge_search", {"query": "tomatoes water"})]),
+        Reply(tool_calls=[ToolCall("knowledge_cite", {"chunk_ids": [chunk_id]})]),
+        Reply(text="Every evening in July [1]."),
+    )
+    page = await sign_in_as(tab, user)
+    await choose_model(page, MODEL_IDS["openai"])
+    await page.get_by_label("Message").fill("When do tomatoes need water?")
+    await page.get_by_label("Message").press("Enter")
+
+    log = page.get_by_role("log")
+    await expect(log).to_contain_text("Every evening in July [1].")
+    chips = log.get_by_role("list", name="Activated tools")
+    await expect(chips).to_have_count(1)
+    await expect(chips.get_by_role("listitem")).to_have_text(["knowledge"])
+    sources = log.get_by_role("region", name="Sources")
+    await expect(sources).to_have_count(1)
+    reference = sources.locator("summary")
+    await expect(reference).to_have_text("[1] garden.md")
+    quote = sources.locator("blockquote")
+    await expect(quote).to_be_hidden()
+    await reference.click()
+    await expect(quote).to_have_text("Tomatoes need water every evening in July.")
+
+
+async def test_the_chat_list_renames_deletes_and_orders_by_activity(tab: Tab, user: Client) -> None:
+    alpha = (await user.post("/api/chats", json={"title": "Alpha"})).json()
+    beta = (await user.post("/api/chats", json={"title": "Beta"})).json()
+    page = await sign_in_as(tab, user)
+    chats = page.get_by_role("navigation", name="Chats")
+    await expect(chats.locator(".open-chat")).to_have_text(["Beta", "Alpha"])
+    await expect(page.get_by_role("heading", name="Beta")).to_be_visible()
+
+    await chats.get_by_role("button", name="Rename Alpha").click()
+    await chats.get_by_label("Chat title").fill("Gamma")
+    await chats.get_by_role("button", name="Save").click()
+    await expect(chats.locator(".open-chat")).to_have_text(["Beta", "Gamma"])
+    assert (await user.get(f"/api/chats/{alpha['id']}")).json()["title"] == "Gamma"
+
+    await chats.get_by_role("button", name="Delete Beta").click()
+    await chats.get_by_role("button", name="Confirm delete").click()
+    await expect(chats.locator(".open-chat")).to_have_text(["Gamma"])
+    await expect(page.get_by_role("heading", name="Gamma")).to_be_visible()
+    assert (await user.get(f"/api/chats/{beta['id']}")).status_code == 404
+
+    await page.get_by_role("button", name="New chat").click()
+    await expect(chats.locator(".open-chat")).to_have_count(2)
+    await expect(chats.locator("[aria-current=page]")).to_have_text("Untitled chat")
+
+
+async def test_the_model_picker_shows_capabilities_and_marks_unavailable_models(
+    tab: Tab, user: Client
+) -> None:
+    models = (await user.get("/api/models")).json()
+    page = await sign_in_as(tab, user)
+    options = page.get_by_label("Model").locator("option")
+    await expect(options).to_have_count(len(models))
+    words = {"vision": "sees images", "document": "reads PDFs", "video": "watches video"}
+    for index, model in enumerate(models):
+        option = options.nth(index)
+        label = await option.text_content()
+        assert label is not None
+        assert ("(unavailable)" in label) == (not model["available"]), label
+        assert await option.is_disabled() == (not model["available"])
+        for capability in model["capabilities"]:
+            if capability in words:
+                assert words[capability] in label, (capability, label)
+    assert any(not m["available"] for m in models), "the shipped file lists keyed providers"
+
+
+async def test_an_expired_session_goes_back_to_sign_in(tab: Tab, user: Client) -> None:
+    page = await sign_in_as(tab, user)
+    assert (await user.post("/api/auth/logout")).status_code == 204  # revoked elsewhere
+    await page.get_by_role("button", name="New chat").click()
+    await expect(page.get_by_label("Email")).to_be_visible()
+    await expect(page.get_by_role("alert")).to_have_text(
+        "Your session has ended. Sign in again to continue."
+    )
+    await page.get_by_label("Email").fill(user.user["email"])
+    await page.get_by_label("Password").fill(user.password)
+    await page.get_by_role("button", name="Sign in").click()
+    await expect(page.get_by_role("button", name="Sign out")).to_be_visible()
+
+
+async def test_failed_requests_say_what_went_wrong(
+    tab: Tab, user: Client, services: Services
+) -> None:
+    page = await tab.open()
+    await page.get_by_label("Email").fill(user.user["email"])
+    await page.get_by_label("Password").fill("not the password")
+    await page.get_by_role("button", name="Sign in").click()
+    alert = page.locator("#auth-error")
+    await expect(alert).to_have_text("Wrong email or password")
+    await page.get_by_label("Password").fill("short")
+    await page.get_by_role("button", name="Sign up").click()
+    await expect(alert).to_have_text("Choose a password of at least 8 characters.")
+    await page.get_by_label("Password").fill("long enough password")
+    await page.get_by_role("button", name="Sign up").click()
+    await expect(alert).to_have_text("An account with this email exists")
+
+    await page.get_by_label("Password").fill(user.password)
+    await page.get_by_role("button", name="Sign in").click()
+    await expect(page.get_by_role("button", name="Sign out")).to_be_visible()
+    services.settings = services.settings.model_copy(update={"max_upload_bytes": 1000})
+    async with page.expect_file_chooser() as chooser:
+        await page.get_by_role("button", name="Attach files").click()
+    await (await chooser.value).set_files(
+        {"name": "large.txt", "mimeType": "text/plain", "buffer": b"x" * 5000}
+    )
+    await expect(page.locator("#app-error")).to_have_text(
+        "A file is over the upload limit of 1000 bytes"
+    )
+    await expect(page.get_by_role("list", name="Attachments")).to_contain_text("large.txt:")
+    await page.get_by_role("button", name="Remove large.txt").click()
+    await page.get_by_role("button", name="Send").click()
+    await expect(page.locator("#app-error")).to_have_text("Write a message or attach a file first.")
+
+
+async def test_names_focus_order_and_contrast(tab: Tab, user: Client) -> None:
+    page = await tab.open()
+    await page.get_by_label("Email").wait_for()
+    order = [await page.evaluate("document.activeElement.id")]  # the page starts at Email
+    for _ in range(4):
+        await page.keyboard.press("Tab")
+        order.append(await page.evaluate("document.activeElement.id"))
+    assert order == ["auth-email", "auth-password", "auth-name", "sign-in", "sign-up"]
+
+    page = await sign_in_as(tab, user)
+    for name in ("New chat", "Send", "Attach files", "Sign out"):
+        await expect(page.get_by_role("button", name=name)).to_be_visible()
+    await expect(page.get_by_role("combobox", name="Model")).to_be_visible()
+    await expect(page.get_by_role("textbox", name="Message")).to_be_visible()
+    await expect(page.get_by_role("log")).to_be_visible()
+    unnamed = await page.evaluate(
+        """() => [...document.querySelectorAll('button, input, select, textarea, a[href]')]
+              .filter(el => el.offsetParent !== null && el.type !== 'file')
+              .filter(el => !(el.getAttribute('aria-label') || el.labels?.length
+                               || el.textContent.trim()))
+              .map(el => el.outerHTML)"""
+    )
+    assert unnamed == []
+    low = await page.evaluate(CONTRAST_AUDIT)
+    assert low == [], low
+
+
+CONTRAST_AUDIT = """() => {
+  const rgb = (s) => s.match(/[\\d.]+/g).map(Number);
+  const lum = ([r, g, b]) => {
+    const c = [r, g, b].map((v) => { v /= 255; return v <= 0.03928 ? v / 12.92
+                                                    : ((v + 0.055) / 1.055) ** 2.4; });
+    return 0.2126 * c[0] + 0.7152 * c[1] + 0.0722 * c[2];
+  };
+  const background = (el) => {
+    for (let node = el; node; node = node.parentElement) {
+      const color = rgb(getComputedStyle(node).backgroundColor);
+      if (color.length < 4 || color[3] > 0) return color;
+    }
+    return [255, 255, 255];
+  };
+  const low = [];
+  for (const el of document.querySelectorAll('body *')) {
+    if (el.offsetParent === null) continue;
+    const own = [...el.childNodes].some((n) => n.nodeType === 3 && n.textContent.trim());
+    if (!own) continue;
+    const style = getComputedStyle(el);
+    const a = lum(rgb(style.color)), b = lum(background(el));
+    const ratio = (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+    if (ratio < 4.5) low.push(`${el.tagName}.${el.className}: ${ratio.toFixed(2)}`);
+  }
+  return low;
+}"""
+
+
+@pytest.mark.usefixtures("registry")
+async def test_reasoning_is_collapsed_and_tool_media_is_a_thumbnail(
+    tab: Tab, user: Client, fakes: dict[str, FakeProviderServer]
+) -> None:
+    stored = await user.post(
+        "/api/uploads", files=[("file", ("chart.png", png(30, 20), "image/png"))]
+    )
+    [upload] = stored.json()
+    fakes["openai"].script(
+        Reply(tool_calls=[ToolCall("read_file", {"path": upload["path"]})]),
+        Reply(text="A red rectangle."),
+    )
+    fakes["moonshot"].script(Reply(text="Hello.", reasoning="The user greets me; greet back."))
+    page = await sign_in_as(tab, user)
+    log = page.get_by_role("log")
+
+    await choose_model(page, MODEL_IDS["moonshot"])
+    await page.get_by_label("Message").fill("Hi")
+    await page.get_by_label("Message").press("Enter")
+    reply = log.get_by_role("article").nth(1)
+    await expect(reply.locator(".body")).to_have_text("Hello.")
+    thought = reply.get_by_text("The user greets me; greet back.")
+    await expect(thought).to_be_hidden()
+    await reply.get_by_text("Reasoning").click()
+    await expect(thought).to_be_visible()
+
+    await choose_model(page, MEDIA_MODEL_IDS["openai"])  # switches the open chat's model
+    await page.get_by_role("button", name="New chat").click()  # a new chat takes the choice
+    await page.get_by_label("Message").fill("Look at my chart")
+    await page.get_by_label("Message").press("Enter")
+    await expect(log).to_contain_text("A red rectangle.")
+    chats = (await user.get("/api/chats")).json()["items"]
+    assert [c["model"] for c in chats] == [MEDIA_MODEL_IDS["openai"]] * 2
+    call = log.locator("details.tool")
+    await expect(call.locator("summary")).to_contain_text("read_file")
+    thumbnail = call.get_by_role("img", name="chart.png")
+    await expect(thumbnail).to_be_hidden()  # results are collapsed until opened
+    await call.locator("summary").click()
+    await expect(thumbnail).to_be_visible()
+    assert await thumbnail.evaluate("img => [img.naturalWidth, img.naturalHeight]") == [30, 20]
+    chat = await wait_until_idle(user, chats[0]["id"])
+    [media] = [m for message in chat["messages"] for t in message["tool_calls"] for m in t["media"]]
+    assert media["url"] == "/data/files/" + upload["path"]
+    await expect(call.get_by_role("link", name="chart.png")).to_have_attribute("href", media["url"])

@@ -17,7 +17,7 @@ from playwright.async_api import expect
 
 from app.files.roots import user_root
 from app.services import Services
-from tests.fakes.providers import FakeProviderServer, Reply, ToolCall
+from tests.fakes.providers import Fail, FakeProviderServer, Reply, ToolCall
 from tests.knowledge.documents import add_document
 from tests.provider_setup import MEDIA_MODEL_IDS, MODEL_IDS
 from tests.support import Client, wait_until_idle
@@ -523,3 +523,102 @@ async def test_reasoning_is_collapsed_and_tool_media_is_a_thumbnail(
     [media] = [m for message in chat["messages"] for t in message["tool_calls"] for m in t["media"]]
     assert media["url"] == "/data/files/" + upload["path"]
     await expect(call.get_by_role("link", name="chart.png")).to_have_attribute("href", media["url"])
+
+
+@pytest.mark.usefixtures("registry")
+async def test_a_chat_is_summarised_on_request_and_its_tools_reset(
+    tab: Tab, user: Client, fakes: dict[str, FakeProviderServer], services: Services
+) -> None:
+    services.settings = services.settings.model_copy(update={"compact_keep": 2})
+    fake = fakes["openai"]
+    fake.script(
+        Reply(tool_calls=[ToolCall("activate_tools", {"groups": ["knowledge"]})]),
+        Reply(text="Knowledge is on."),
+        Reply(text="B is 2."),
+    )
+    page = await sign_in_as(tab, user)
+    await choose_model(page, MODEL_IDS["openai"])
+    log = page.get_by_role("log")
+    for question, answer in (("Turn on knowledge", "Knowledge is on."), ("What is B?", "B is 2.")):
+        await page.get_by_label("Message").fill(question)
+        await page.get_by_label("Message").press("Enter")
+        await expect(log).to_contain_text(answer)
+        await expect(page.get_by_role("button", name="Send")).to_be_enabled()
+
+    reset = page.get_by_role("button", name="Reset tools")
+    await expect(log.get_by_role("list", name="Activated tools")).to_have_count(1)
+    await reset.click()
+    await expect(log.get_by_role("list", name="Activated tools")).to_have_count(0)
+    await expect(reset).to_be_hidden()
+    chat_id = (await user.get("/api/chats")).json()["items"][0]["id"]
+    assert (await user.get(f"/api/chats/{chat_id}/activations")).json() == []
+
+    fake.script(Reply(text="The user turned on knowledge and asked for B."))
+    await page.get_by_role("button", name="Summarise earlier messages").click()
+    note = log.locator("details.summary-note")
+    await expect(note).to_have_count(1)
+    await expect(note.locator(".markdown")).to_be_hidden()
+    await note.locator("summary").click()
+    await expect(note).to_contain_text("The user turned on knowledge and asked for B.")
+    chat = (await user.get(f"/api/chats/{chat_id}")).json()
+    [summary] = chat["summaries"]
+    covered = [m["id"] for m in chat["messages"]].index(summary["covers_up_to_message_id"])
+    articles = log.get_by_role("article")
+    # The note follows the last message it covers, and every message is still listed.
+    await expect(articles).to_have_count(len(chat["messages"]))
+    assert await note.evaluate(
+        "(el, i) => el.previousElementSibling === document.querySelectorAll('article')[i]",
+        covered,
+    )
+
+    fake.script(Fail(500, "the summary model is down"))
+    await page.get_by_role("button", name="Summarise earlier messages").click()
+    await expect(page.locator("#app-error")).not_to_be_empty()
+    assert len((await user.get(f"/api/chats/{chat_id}")).json()["summaries"]) == 1
+
+
+async def test_the_files_panel_shows_indexing_and_deletes(
+    tab: Tab, user: Client, services: Services
+) -> None:
+    files = [
+        ("file", ("garden.md", b"# Garden\n\nTomatoes need water.\n", "text/markdown")),
+        ("file", ("dot.png", png(), "image/png")),
+    ]
+    garden, dot = (await user.post("/api/uploads", files=files)).json()
+    assert services.ingestor is not None
+    await services.ingestor.idle()
+    page = await sign_in_as(tab, user)
+    await page.get_by_role("button", name="My uploads").click()
+    panel = page.get_by_role("dialog", name="My uploads")
+    await expect(panel).to_be_visible()
+    rows = panel.get_by_role("listitem")
+    await expect(rows).to_have_count(2)
+    await expect(panel.get_by_role("link", name="garden.md")).to_have_attribute(
+        "href", garden["url"]
+    )
+    await expect(rows.filter(has_text="garden.md")).to_contain_text("searchable")
+    await expect(rows.filter(has_text="dot.png")).not_to_contain_text("searchable")
+
+    await panel.get_by_role("button", name="Index again garden.md").click()
+    await services.ingestor.idle()
+    await panel.get_by_role("button", name="Index again garden.md").wait_for()
+    await panel.get_by_role("button", name="Delete dot.png").click()
+    await expect(rows).to_have_count(1)
+    assert (await user.get(f"/api/uploads/{dot['id']}")).status_code == 404
+    assert (await user.get(f"/api/uploads/{garden['id']}")).json()["ingestion"]["status"] in (
+        "pending",
+        "ready",
+    )
+    await page.keyboard.press("Escape")
+    await expect(panel).to_be_hidden()
+    await expect(page.get_by_role("button", name="My uploads")).to_be_focused()
+
+    await page.get_by_role("button", name="Tool catalogue").click()
+    tools = page.get_by_role("dialog", name="Tool catalogue")
+    group = tools.get_by_role("listitem").filter(has_text="knowledge").first
+    await expect(group).to_contain_text("available")
+    await group.locator("summary").click()
+    await expect(group).to_contain_text("knowledge_search")
+    await expect(group).to_contain_text("knowledge_cite")
+    await tools.get_by_role("button", name="Close").click()
+    await expect(tools).to_be_hidden()

@@ -154,6 +154,13 @@ export const api = {
   updateChat: (id, changes) => request("PATCH", `/api/chats/${encodeURIComponent(id)}`, changes),
   deleteChat: (id) => request("DELETE", `/api/chats/${encodeURIComponent(id)}`),
   activations: (id) => request("GET", `/api/chats/${encodeURIComponent(id)}/activations`),
+  compact: (id) => request("POST", `/api/chats/${encodeURIComponent(id)}/compact`),
+  resetTools: (id) => request("DELETE", `/api/chats/${encodeURIComponent(id)}/activations`),
+  tools: () => request("GET", "/api/tools"),
+  uploads: (cursor) =>
+    request("GET", `/api/uploads?limit=50${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ""}`),
+  deleteUpload: (id) => request("DELETE", `/api/uploads/${encodeURIComponent(id)}`),
+  reindex: (id) => request("POST", `/api/uploads/${encodeURIComponent(id)}/ingest`),
   stop: (id) => request("POST", `/api/chats/${encodeURIComponent(id)}/stop`),
   send: (id, content, attachments) =>
     streamRequest(`/api/chats/${encodeURIComponent(id)}/messages`, { content, attachments }),

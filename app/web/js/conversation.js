@@ -197,6 +197,15 @@ export function messageArticle(message, options = {}) {
   return article;
 }
 
+function summaryNote(summary) {
+  return h(
+    "details",
+    { class: "summary-note" },
+    h("summary", { text: "Summary of the messages above (the model reads this instead of them)" }),
+    h("div", { class: "markdown" }, renderMarkdown(summary.content)),
+  );
+}
+
 /** What the reader opened or closed stays so when a streaming message is redrawn. */
 function keepOpenState(old, fresh) {
   const state = new Map();
@@ -232,8 +241,8 @@ export class Log {
     });
   }
 
-  /** Draw a whole conversation afresh. */
-  show(messages, activations) {
+  /** Draw a whole conversation afresh; each summary follows the last message it covers. */
+  show(messages, activations, summaries = []) {
     this.activations = activations || [];
     this.articles.clear();
     this.dirty.clear();
@@ -247,6 +256,9 @@ export class Log {
       const article = this.draw(message);
       this.articles.set(message, article);
       this.element.append(article);
+      for (const summary of summaries) {
+        if (summary.covers_up_to_message_id === message.id) this.element.append(summaryNote(summary));
+      }
     }
     this.scroll(true);
   }

@@ -5,6 +5,7 @@
 import { ApiError, api, upload, whenSignedOut } from "./api.js";
 import { Log } from "./conversation.js";
 import { announce, clear, formatSize, h } from "./dom.js";
+import { filesPanel, toolsPanel } from "./panels.js";
 import { TurnFold, chunks } from "./stream.js";
 
 const $ = (id) => document.getElementById(id);
@@ -287,6 +288,7 @@ function startBlank() {
   state.messages = [];
   $("chat-title").textContent = "New chat";
   log.show([], []);
+  drawChatActions([]);
   setRunning(false);
   drawChats();
   drawModels();
@@ -296,7 +298,8 @@ function showChat(chat, activations) {
   state.chat = chat;
   state.messages = chat.messages;
   $("chat-title").textContent = chat.title || "Untitled chat";
-  log.show(chat.messages, activations);
+  log.show(chat.messages, activations, chat.summaries);
+  drawChatActions(activations);
   drawChats();
   drawModels();
   setRunning(Boolean(chat.running));
@@ -319,13 +322,41 @@ async function reload() {
   state.chat = chat;
   state.messages = chat.messages;
   $("chat-title").textContent = chat.title || "Untitled chat";
-  log.show(chat.messages, activations);
+  log.show(chat.messages, activations, chat.summaries);
+  drawChatActions(activations);
   setRunning(Boolean(chat.running));
   if (chat.running) startPolling();
   const listed = state.chats.find((c) => c.id === id);
   if (listed) Object.assign(listed, { title: chat.title, updated_at: chat.updated_at });
   state.chats.sort((a, b) => (a.updated_at < b.updated_at ? 1 : -1));
   drawChats();
+}
+
+function drawChatActions(activations) {
+  $("compact").hidden = state.messages.length < 2;
+  $("reset-tools").hidden = !activations.length;
+}
+
+/** Summarise the chat's earlier messages now (the model then sees the summary instead). */
+async function compact() {
+  if (!state.chat || state.running) return;
+  $("compact").disabled = true;
+  await attempt(async () => {
+    const done = await api.compact(state.chat.id);
+    await reload();
+    announce(`Messages up to ${done.covers_up_to_message_id} are summarised for the model.`);
+  });
+  $("compact").disabled = false;
+}
+
+/** Forget the chat's activated tool groups: later turns start with none. */
+async function resetTools() {
+  if (!state.chat || state.running) return;
+  await attempt(async () => {
+    await api.resetTools(state.chat.id);
+    await reload();
+    announce("Tool activations reset.");
+  });
 }
 
 /** A turn running on the server that this page is not streaming (opened mid-turn). */
@@ -355,6 +386,8 @@ function setRunning(running) {
   $("stop").hidden = !running;
   $("send").disabled = running;
   $("model-picker").disabled = running;
+  $("compact").disabled = running;
+  $("reset-tools").disabled = running;
 }
 
 async function newChat() {
@@ -590,6 +623,10 @@ async function boot() {
   $("composer").addEventListener("submit", send);
   $("composer-input").addEventListener("keydown", composerKeys);
   $("stop").addEventListener("click", stop);
+  $("compact").addEventListener("click", compact);
+  $("reset-tools").addEventListener("click", resetTools);
+  $("open-files").addEventListener("click", filesPanel($("files-dialog")));
+  $("open-tools").addEventListener("click", toolsPanel($("tools-dialog")));
   $("attach").addEventListener("click", () => $("file-input").click());
   $("file-input").addEventListener("change", (event) => {
     addFiles(event.target.files);

@@ -1,0 +1,133 @@
+// The two side panels, as native <dialog>s (focus kept inside, Escape closes, focus returns to
+// the button that opened them): the user's files with their indexing status, and the catalogue
+// of tool groups a model can activate. Each is drawn afresh from the API when it opens.
+
+import { ApiError, api } from "./api.js";
+import { clear, formatSize, h } from "./dom.js";
+
+const INGESTION_TEXT = {
+  pending: "indexing…",
+  ready: "searchable",
+  failed: "not searchable",
+};
+
+function opener(dialog, draw) {
+  for (const button of dialog.querySelectorAll("[data-close]")) {
+    button.addEventListener("click", () => dialog.close());
+  }
+  return async () => {
+    if (!dialog.open) dialog.showModal();
+    await draw();
+  };
+}
+
+function failed(box, error) {
+  if (!(error instanceof ApiError && error.status === 401)) box.textContent = error.message;
+}
+
+export function filesPanel(dialog) {
+  const list = dialog.querySelector("#files-list");
+  const more = dialog.querySelector("#more-files");
+  const errorBox = dialog.querySelector("#files-error");
+  let cursor = null;
+
+  function item(upload) {
+    const ingestion = upload.ingestion;
+    const status = ingestion
+      ? h("span", { class: `badge badge-${ingestion.status}`, text: INGESTION_TEXT[ingestion.status] })
+      : null;
+    const act = (label, action) =>
+      h("button", {
+        type: "button",
+        class: "link",
+        "aria-label": `${label} ${upload.filename}`,
+        text: label,
+        onclick: async () => {
+          errorBox.textContent = "";
+          try {
+            await action();
+            await draw();
+          } catch (error) {
+            failed(errorBox, error);
+          }
+        },
+      });
+    return h(
+      "li",
+      {},
+      h("a", { href: upload.url, target: "_blank", rel: "noopener", text: upload.filename }),
+      h("span", { class: "file-size", text: formatSize(upload.size) }),
+      status,
+      ingestion?.error ? h("span", { class: "error", text: ingestion.error }) : null,
+      h(
+        "span",
+        { class: "chat-actions" },
+        ingestion ? act("Index again", () => api.reindex(upload.id)) : null,
+        act("Delete", () => api.deleteUpload(upload.id)),
+      ),
+    );
+  }
+
+  async function draw(append = false) {
+    errorBox.textContent = "";
+    try {
+      const page = await api.uploads(append ? cursor : null);
+      if (!append) clear(list);
+      for (const upload of page.items) list.append(item(upload));
+      if (!list.children.length) list.append(h("li", { class: "hint", text: "No files yet." }));
+      cursor = page.next_cursor;
+      more.hidden = !cursor;
+    } catch (error) {
+      failed(errorBox, error);
+    }
+  }
+
+  more.addEventListener("click", () => draw(true));
+  return opener(dialog, () => draw());
+}
+
+export function toolsPanel(dialog) {
+  const list = dialog.querySelector("#tools-list");
+  const errorBox = dialog.querySelector("#tools-error");
+
+  async function draw() {
+    errorBox.textContent = "";
+    try {
+      const groups = await api.tools();
+      clear(list);
+      for (const group of groups) {
+        list.append(
+          h(
+            "li",
+            {},
+            h(
+              "details",
+              {},
+              h(
+                "summary",
+                {},
+                h("span", { class: "tool-name", text: group.group }),
+                " ",
+                h("span", { class: `badge badge-${group.status}`, text: group.status }),
+                " ",
+                h("span", { class: "hint", text: group.description }),
+              ),
+              h(
+                "ul",
+                {},
+                group.tools.map((tool) =>
+                  h("li", {}, h("code", { text: tool.name }), ` — ${tool.description}`),
+                ),
+              ),
+            ),
+          ),
+        );
+      }
+      if (!groups.length) list.append(h("li", { class: "hint", text: "No tool groups are configured." }));
+    } catch (error) {
+      failed(errorBox, error);
+    }
+  }
+
+  return opener(dialog, draw);
+}

@@ -77,9 +77,10 @@ async def send_message(
     if await approvals.has_pending(db, chat_id):
         raise HTTPException(409, "the turn waits for approvals: answer them, or stop the turn")
     owner = services.turns.new_owner()
+    previous_owner = chat.turn_owner  # read before acquiring: the UPDATE refreshes the object
     if not await leases.acquire(db, chat_id, auth.user.id, owner, now, services.turns.lease):
         raise HTTPException(409, "a turn is already running in this chat")
-    if chat.turn_owner is not None:
+    if previous_owner is not None:
         # The lease was taken over from a turn whose process died: close what it left open.
         await leases.settle_orphans(db, chat_id, now)
     message = Message(

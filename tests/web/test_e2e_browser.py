@@ -53,6 +53,12 @@ async def chat_of(client: Client) -> dict[str, Any]:
     return await wait_until_idle(client, chats[0]["id"])
 
 
+async def ask(page: Any, text: str) -> None:
+    """Write a message and send it with Enter, as a person at the keyboard does."""
+    await page.get_by_label("Message").fill(text)
+    await page.get_by_label("Message").press("Enter")
+
+
 async def choose_model(page: Any, model_id: str) -> None:
     await page.get_by_label("Model").select_option(model_id)
 
@@ -224,8 +230,7 @@ async def test_write_file_is_approved_then_a_change_is_rejected_with_a_note(
     )
     page = await sign_in_as(tab, user)
     await choose_model(page, MODEL_IDS["openai"])
-    await page.get_by_label("Message").fill("Write a note")
-    await page.get_by_label("Message").press("Enter")
+    await ask(page, "Write a note")
 
     log = page.get_by_role("log")
     call = log.locator("details.tool").first
@@ -277,8 +282,7 @@ async def test_a_slow_turn_stops_by_escape_and_by_the_stop_button(
     await expect(stop).to_be_hidden()
 
     for how in ("escape", "button"):
-        await page.get_by_label("Message").fill(f"Talk slowly ({how})")
-        await page.get_by_label("Message").press("Enter")
+        await ask(page, f"Talk slowly ({how})")
         reply = log.get_by_role("article").last
         await expect(reply).to_contain_text("word word word")
         await expect(stop).to_be_visible()
@@ -313,8 +317,7 @@ async def test_activations_are_chips_and_citations_show_their_passage(
     )
     page = await sign_in_as(tab, user)
     await choose_model(page, MODEL_IDS["openai"])
-    await page.get_by_label("Message").fill("When do tomatoes need water?")
-    await page.get_by_label("Message").press("Enter")
+    await ask(page, "When do tomatoes need water?")
 
     log = page.get_by_role("log")
     await expect(log).to_contain_text("Every evening in July [1].")
@@ -496,8 +499,7 @@ async def test_reasoning_is_collapsed_and_tool_media_is_a_thumbnail(
     log = page.get_by_role("log")
 
     await choose_model(page, MODEL_IDS["moonshot"])
-    await page.get_by_label("Message").fill("Hi")
-    await page.get_by_label("Message").press("Enter")
+    await ask(page, "Hi")
     reply = log.get_by_role("article").nth(1)
     await expect(reply.locator(".body")).to_have_text("Hello.")
     thought = reply.get_by_text("The user greets me; greet back.")
@@ -507,8 +509,7 @@ async def test_reasoning_is_collapsed_and_tool_media_is_a_thumbnail(
 
     await choose_model(page, MEDIA_MODEL_IDS["openai"])  # switches the open chat's model
     await page.get_by_role("button", name="New chat").click()  # a new chat takes the choice
-    await page.get_by_label("Message").fill("Look at my chart")
-    await page.get_by_label("Message").press("Enter")
+    await ask(page, "Look at my chart")
     await expect(log).to_contain_text("A red rectangle.")
     chats = (await user.get("/api/chats")).json()["items"]
     assert [c["model"] for c in chats] == [MEDIA_MODEL_IDS["openai"]] * 2
@@ -540,8 +541,7 @@ async def test_a_chat_is_summarised_on_request_and_its_tools_reset(
     await choose_model(page, MODEL_IDS["openai"])
     log = page.get_by_role("log")
     for question, answer in (("Turn on knowledge", "Knowledge is on."), ("What is B?", "B is 2.")):
-        await page.get_by_label("Message").fill(question)
-        await page.get_by_label("Message").press("Enter")
+        await ask(page, question)
         await expect(log).to_contain_text(answer)
         await expect(page.get_by_role("button", name="Send")).to_be_enabled()
 

@@ -24,6 +24,17 @@ function append(element, children) {
   }
 }
 
+/** A small text button acting on one item of a list, named for screen readers "Rename Foo". */
+export function itemAction(label, itemName, onclick) {
+  return h("button", {
+    type: "button",
+    class: "link",
+    "aria-label": `${label} ${itemName}`,
+    text: label,
+    onclick,
+  });
+}
+
 export function clear(element) {
   while (element.firstChild) element.removeChild(element.firstChild);
 }

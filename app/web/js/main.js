@@ -4,7 +4,7 @@
 
 import { ApiError, api, upload, whenSignedOut } from "./api.js";
 import { Log } from "./conversation.js";
-import { announce, clear, formatSize, h } from "./dom.js";
+import { announce, clear, formatSize, h, itemAction } from "./dom.js";
 import { filesPanel, toolsPanel } from "./panels.js";
 import { TurnFold, chunks } from "./stream.js";
 
@@ -206,20 +206,8 @@ function chatItem(chat) {
     h(
       "span",
       { class: "chat-actions" },
-      h("button", {
-        type: "button",
-        class: "link",
-        "aria-label": `Rename ${title}`,
-        text: "Rename",
-        onclick: (event) => renameForm(event.target.closest("li"), chat),
-      }),
-      h("button", {
-        type: "button",
-        class: "link",
-        "aria-label": `Delete ${title}`,
-        text: "Delete",
-        onclick: (event) => confirmDelete(event.target.closest("li"), chat),
-      }),
+      itemAction("Rename", title, (event) => renameForm(event.target.closest("li"), chat)),
+      itemAction("Delete", title, (event) => confirmDelete(event.target.closest("li"), chat)),
     ),
   );
 }

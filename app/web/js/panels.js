@@ -3,7 +3,7 @@
 // of tool groups a model can activate. Each is drawn afresh from the API when it opens.
 
 import { ApiError, api } from "./api.js";
-import { clear, formatSize, h } from "./dom.js";
+import { clear, formatSize, h, itemAction } from "./dom.js";
 
 const INGESTION_TEXT = {
   pending: "indexing…",
@@ -37,20 +37,14 @@ export function filesPanel(dialog) {
       ? h("span", { class: `badge badge-${ingestion.status}`, text: INGESTION_TEXT[ingestion.status] })
       : null;
     const act = (label, action) =>
-      h("button", {
-        type: "button",
-        class: "link",
-        "aria-label": `${label} ${upload.filename}`,
-        text: label,
-        onclick: async () => {
-          errorBox.textContent = "";
-          try {
-            await action();
-            await draw();
-          } catch (error) {
-            failed(errorBox, error);
-          }
-        },
+      itemAction(label, upload.filename, async () => {
+        errorBox.textContent = "";
+        try {
+          await action();
+          await draw();
+        } catch (error) {
+          failed(errorBox, error);
+        }
       });
     return h(
       "li",

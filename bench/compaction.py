@@ -89,6 +89,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import httpx
 from _catalogue import build_catalogue
+from _figures import add_json_option, write_figures
 from pydantic_ai.messages import (
     FinishReason,
     ModelMessage,
@@ -1263,24 +1264,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--repeats", type=int, default=200, help="timed runs of each measure in (2)"
     )
-    parser.add_argument(
-        "--json",
-        nargs="?",
-        const="-",
-        metavar="PATH",
-        help="also write the figures as JSON to PATH (stdout when no PATH is given)",
-    )
+    add_json_option(parser)
     args = parser.parse_args(argv)
     if not 10 <= args.repeats <= 10_000:
         parser.error("--repeats must be in [10, 10000]")
     dump = asyncio.run(main_async(args.repeats))
-    if args.json:
-        payload = json.dumps(dump, indent=2)
-        if args.json == "-":
-            print(payload)
-        else:
-            Path(args.json).write_text(payload + "\n")
-            print(f"figures written to {args.json}")
+    write_figures(dump, args.json)
 
 
 if __name__ == "__main__":

@@ -77,7 +77,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import hashlib
-import json
 import math
 import os
 import platform
@@ -99,6 +98,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from _figures import add_json_option, write_figures
 from fpdf import FPDF
 from fpdf.enums import XPos, YPos
 from pypdf import PdfReader
@@ -896,24 +896,12 @@ def main(argv: list[str] | None = None) -> None:
         "--queries", type=int, default=400, help="timed searches (3/4 fact questions)"
     )
     parser.add_argument("--seed", type=int, default=SEED)
-    parser.add_argument(
-        "--json",
-        nargs="?",
-        const="-",
-        metavar="PATH",
-        help="also write the figures as JSON to PATH (stdout when no PATH is given)",
-    )
+    add_json_option(parser)
     args = parser.parse_args(argv)
     if args.chunks < 100 or args.pdf_pages < 1 or args.queries < 40:
         parser.error("--chunks >= 100, --pdf-pages >= 1 and --queries >= 40, please")
     figures = asyncio.run(main_async(args))
-    if args.json:
-        payload = json.dumps(figures, indent=2)
-        if args.json == "-":
-            print(payload)
-        else:
-            Path(args.json).write_text(payload + "\n")
-            print(f"figures written to {args.json}")
+    write_figures(figures, args.json)
 
 
 if __name__ == "__main__":

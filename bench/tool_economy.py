@@ -96,6 +96,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import httpx
 from _catalogue import SEED, USER_FILES, Group, build_catalogue, group_call
+from _figures import add_json_option, write_figures
 
 from app.db.engine import create_engine
 from app.db.migrate import upgrade
@@ -796,22 +797,10 @@ async def main_async() -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n", 1)[0])
-    parser.add_argument(
-        "--json",
-        nargs="?",
-        const="-",
-        metavar="PATH",
-        help="also write the figures as JSON to PATH (stdout when no PATH is given)",
-    )
+    add_json_option(parser)
     args = parser.parse_args(argv)
     dump = asyncio.run(main_async())
-    if args.json:
-        payload = json.dumps(dump, indent=2)
-        if args.json == "-":
-            print(payload)
-        else:
-            Path(args.json).write_text(payload + "\n")
-            print(f"figures written to {args.json}")
+    write_figures(dump, args.json)
 
 
 if __name__ == "__main__":

@@ -307,17 +307,10 @@ async function reload() {
   const id = state.chat.id;
   const [chat, activations] = await Promise.all([api.chat(id), api.activations(id)]);
   if (state.chat?.id !== id) return;
-  state.chat = chat;
-  state.messages = chat.messages;
-  $("chat-title").textContent = chat.title || "Untitled chat";
-  log.show(chat.messages, activations, chat.summaries);
-  drawChatActions(activations);
-  setRunning(Boolean(chat.running));
-  if (chat.running) startPolling();
   const listed = state.chats.find((c) => c.id === id);
   if (listed) Object.assign(listed, { title: chat.title, updated_at: chat.updated_at });
   state.chats.sort((a, b) => (a.updated_at < b.updated_at ? 1 : -1));
-  drawChats();
+  showChat(chat, activations);
 }
 
 function drawChatActions(activations) {

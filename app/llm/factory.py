@@ -5,17 +5,20 @@ defaults: the profile built here switches image, PDF and video input on exactly 
 has `vision`, `document` or `video`, so a default profile that claims PDF support (Moonshot's,
 Ollama's) never leaks through. Transient provider faults (timeouts, 429, 5xx) are retried by the
 provider SDKs themselves, with bounded exponential backoff that honours `Retry-After`.
+
+Each model gets its SDK client built here, with its retries set on the client: a retry count
+in the model settings instead would make pydantic-ai copy the client for every request.
+OpenAI-compatible kinds use `HearthAsyncOpenAI` (see its module for what it saves).
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-from pydantic_ai.models import Model
+from pydantic_ai.models import Model, create_async_httpx2_client
 from pydantic_ai.profiles import ModelProfile
 from pydantic_ai.settings import ModelSettings
 
 from app.llm.demo import demo_model
+from app.llm.openai_client import HearthAsyncOpenAI
 from app.llm.registry import ModelInfo, ModelRegistry
 
 MAX_RETRIES = 3
@@ -44,7 +47,6 @@ def capability_profile(model: ModelInfo) -> ModelProfile:
 def model_settings(model: ModelInfo) -> ModelSettings:
     return ModelSettings(
         max_tokens=model.config.max_output_tokens,
-        max_retries=MAX_RETRIES,
         timeout=REQUEST_TIMEOUT_SECONDS,
     )
 
@@ -77,16 +79,20 @@ def build_model(model: ModelInfo, registry: ModelRegistry) -> Model:
     if kind == "demo":
         return demo_model(model.id, profile)
     if kind == "anthropic":
+        from anthropic import AsyncAnthropic
         from pydantic_ai.providers.anthropic import AnthropicProvider
 
         from app.llm.anthropic_wire import HearthAnthropicModel
 
-        provider_args: dict[str, Any] = {"api_key": api_key or "missing"}
-        if model.provider.base_url:
-            provider_args["base_url"] = model.provider.base_url
+        client = AsyncAnthropic(
+            api_key=api_key or "missing",
+            base_url=model.provider.base_url,
+            max_retries=MAX_RETRIES,
+            http_client=create_async_httpx2_client(),
+        )
         return HearthAnthropicModel(
             name,
-            provider=AnthropicProvider(**provider_args),
+            provider=AnthropicProvider(anthropic_client=client),
             profile=profile,
             dtl_mode=model.dtl_mode,
         )
@@ -95,7 +101,7 @@ def build_model(model: ModelInfo, registry: ModelRegistry) -> Model:
 
         from app.llm.openai_wire import HearthOpenAIChatModel
 
-        provider = MoonshotAIProvider(api_key=api_key or "missing", base_url=model.base_url)
+        provider = MoonshotAIProvider(openai_client=_openai_client(model, api_key or "missing"))
         return HearthOpenAIChatModel(
             name, provider=provider, profile=profile, dtl_mode=model.dtl_mode
         )
@@ -104,8 +110,17 @@ def build_model(model: ModelInfo, registry: ModelRegistry) -> Model:
 
         from app.llm.openai_wire import HearthOpenAIChatModel
 
-        provider = OpenAIProvider(base_url=model.base_url, api_key=api_key or "not-needed")
+        provider = OpenAIProvider(openai_client=_openai_client(model, api_key or "not-needed"))
         return HearthOpenAIChatModel(
             name, provider=provider, profile=profile, dtl_mode=model.dtl_mode
         )
     raise ModelUnavailable(f"provider kind {kind!r} has no model factory")
+
+
+def _openai_client(model: ModelInfo, api_key: str) -> HearthAsyncOpenAI:
+    return HearthAsyncOpenAI(
+        api_key=api_key,
+        base_url=model.base_url,
+        max_retries=MAX_RETRIES,
+        http_client=create_async_httpx2_client(),
+    )

@@ -10,7 +10,8 @@ from pydantic_ai.models.function import FunctionModel
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.moonshotai import MoonshotAIProvider
 
-from app.llm.factory import build_model
+from app.llm.factory import MAX_RETRIES, build_model, model_settings
+from app.llm.openai_client import HearthAsyncOpenAI
 from app.llm.registry import ModelRegistry
 
 PROVIDERS = """
@@ -89,3 +90,19 @@ def test_base_urls_and_keys_reach_the_clients(registry: ModelRegistry) -> None:
     assert str(client_of("moonshot/k3").base_url).startswith("http://127.0.0.1:9/moonshot/v1")  # type: ignore[attr-defined]
     assert str(client_of("lm/qwen").base_url).startswith("http://127.0.0.1:1234/v1")  # type: ignore[attr-defined]
     assert str(client_of("ol/llama").base_url).startswith("http://127.0.0.1:11434/v1")  # type: ignore[attr-defined]
+
+
+def test_clients_retry_on_their_own_and_openai_kinds_use_hearths_client(
+    registry: ModelRegistry,
+) -> None:
+    """Retries set on the client, not per request: no request copies its client."""
+    kinds = ("anthropic/claude", "openai/gpt", "moonshot/k3", "lm/qwen", "router/meta/llama")
+    for model_id in kinds:
+        info = registry.get(model_id)
+        assert info is not None
+        assert "max_retries" not in model_settings(info)
+        client = build_model(info, registry).client  # type: ignore[attr-defined]
+        assert client.max_retries == MAX_RETRIES
+        if model_id != "anthropic/claude":
+            assert isinstance(client, HearthAsyncOpenAI)
+            assert client.user_agent.startswith("AsyncOpenAI/Python ")

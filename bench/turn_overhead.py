@@ -22,7 +22,9 @@ Since the provider's part is fixed, whatever a client sees beyond it is hearth's
     `llm_requests` row, without error. A turn's wall time runs from sending the request to
     `[DONE]`; target: at 100, the slowest <= 1.25 x the schedule. The same number of requests
     straight to the fake is timed first, to show what the fake and the machine add on their
-    own. CPU seconds of the server and the fake (from /proc) show what each turn costs.
+    own. CPU seconds of the server and the fake (from /proc) show what each turn costs. Then
+    the same number of pydantic-ai runs alone (the model class and client hearth uses, no HTTP
+    server, no database) go at once from this process: a floor under what one worker needs.
 
 (c) Building the request for long chats, in this process (hearth's own functions and app, no
     HTTP server): chats of `--sizes` (200, 1,000, 2,000) messages, user and assistant in turn,
@@ -96,6 +98,7 @@ from _turns import (
     stop_process,
     wait_answering,
 )
+from pydantic_ai import Agent
 from pydantic_ai.messages import (
     ModelMessagesTypeAdapter,
     ModelResponse,
@@ -103,6 +106,9 @@ from pydantic_ai.messages import (
     TextPart,
     ToolCallPart,
 )
+from pydantic_ai.models import create_async_httpx2_client
+from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.providers.openai import OpenAIProvider
 from pydantic_ai.usage import RequestUsage
 from sqlalchemy import event, func, select
 from sqlalchemy.engine import make_url
@@ -114,6 +120,7 @@ from app.chat.turns import INSTRUCTIONS
 from app.db.engine import create_engine
 from app.db.migrate import upgrade
 from app.db.models import Chat, ChatLlmTool, LlmRequest, Message
+from app.llm.openai_client import HearthAsyncOpenAI
 from app.main import create_app
 from app.settings import Settings
 
@@ -580,6 +587,44 @@ async def direct_burst(stack: Stack, count: int, wait: float) -> list[DirectOutc
     return [read_completion(exchange) for exchange in exchanges]
 
 
+@dataclass(frozen=True)
+class LibraryBurst:
+    walls: list[float]
+    cpu_seconds: float
+
+
+async def library_burst(stack: Stack, count: int) -> LibraryBurst:
+    """pydantic-ai alone: `count` runs at once over the same fake, in this process.
+
+    The same model class and client hearth's turns use (`OpenAIChatModel` over
+    `HearthAsyncOpenAI`), `Agent.run_stream_events` consumed to the end, and nothing else: no
+    HTTP server, no database, no encoding for a browser. What one process spends here is a
+    floor under what a hearth worker spends on the same turns.
+    """
+    client = HearthAsyncOpenAI(
+        base_url=f"http://{LOOPBACK}:{stack.fake_port}/v1",
+        api_key=PROVIDER_KEY,
+        max_retries=0,
+        http_client=create_async_httpx2_client(),
+    )
+    agent = Agent(OpenAIChatModel(PROVIDER_MODEL, provider=OpenAIProvider(openai_client=client)))
+
+    async def one(index: int) -> float:
+        started = time.perf_counter()
+        async with agent.run_stream_events(message_text(index, "Library run")) as events:
+            async for _ in events:
+                pass
+        return time.perf_counter() - started
+
+    try:
+        await one(0)  # connections and imports warm
+        cpu = time.process_time()
+        walls = await asyncio.gather(*(one(i) for i in range(count)))
+        return LibraryBurst(list(walls), time.process_time() - cpu)
+    finally:
+        await client.close()
+
+
 @dataclass
 class BurstCheck:
     """Chat id -> the first problem found, per kind of problem."""
@@ -676,6 +721,7 @@ async def part_b(
     control = await Connection.open(stack.port)
     passed = True
     lines: list[str] = []
+    floors: list[str] = []
     try:
         for index in range(3):  # warm the server up (imports, caches) when (a) has not
             chat_id = await create_chat(control, account)
@@ -737,6 +783,13 @@ async def part_b(
             lines.extend(f"      {problem}" for problem in check.problems()[:5])
             print(f"  (b) {count} concurrent turns in {elapsed:.2f} s", file=sys.stderr)
             await asyncio.sleep(1.0)
+            library = await library_burst(stack, count)
+            floors.append(
+                f"{count:>5}{ms(quantile(library.walls, 0.5)):>9}{ms(max(library.walls)):>9}"
+                f"{max(library.walls) / schedule.nominal_seconds:>8.3f}"
+                f"{1000 * library.cpu_seconds / count:>10.2f}"
+            )
+            await asyncio.sleep(1.0)
     finally:
         control.close()
 
@@ -756,6 +809,14 @@ async def part_b(
         f"   {'slowest ms':>9}{'ms/turn':>10}{'ms/turn':>9}{'ms/turn':>9}"
     )
     for line in lines:
+        print(line)
+    print(
+        "pydantic-ai alone, the same N runs at once in one process (the bench's own) over the "
+        "same fake: no HTTP server, no database"
+    )
+    print(f"{'N':>5}{'wall50':>9}{'slowest':>9}{'/sched':>8}{'CPU':>10}")
+    print(f"{'':>5}{'ms':>9}{'ms':>9}{'':>8}{'ms/run':>10}")
+    for line in floors:
         print(line)
     print(
         f"target: every turn complete and uncrossed at every N; at N={TARGET_CONCURRENCY} the "

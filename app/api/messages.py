@@ -14,6 +14,7 @@ from app.api.deps import Auth, DbSession, ServicesDep
 from app.api.errors import unprocessable
 from app.api.schemas.common import RequestBody, error_responses
 from app.chat import approvals, leases, store
+from app.chat.recorder import round_row
 from app.chat.stream import STREAM_HEADERS
 from app.chat.turns import TurnPlan
 from app.db.models import Message, Upload
@@ -74,11 +75,15 @@ async def send_message(
             raise HTTPException(404, "upload not found")
 
     now = services.clock.now()
-    if await approvals.has_pending(db, chat_id):
-        raise HTTPException(409, "the turn waits for approvals: answer them, or stop the turn")
     owner = services.turns.new_owner()
-    previous_owner = chat.turn_owner  # read before acquiring: the UPDATE refreshes the object
-    if not await leases.acquire(db, chat_id, auth.user.id, owner, now, services.turns.lease):
+    previous_owner = chat.turn_owner
+    title = title_from(body.content) if chat.title is None else None
+    lease = services.turns.lease
+    if not await leases.acquire(
+        db, chat_id, auth.user.id, owner, now, lease, for_message=True, title=title
+    ):
+        if await approvals.has_pending(db, chat_id):
+            raise HTTPException(409, "the turn waits for approvals: answer them, or stop the turn")
         raise HTTPException(409, "a turn is already running in this chat")
     if previous_owner is not None:
         # The lease was taken over from a turn whose process died: close what it left open.
@@ -92,9 +97,10 @@ async def send_message(
         created_at=now,
     )
     db.add(message)
-    if chat.title is None:
-        chat.title = title_from(body.content)
-    chat.updated_at = now
+    await db.flush()
+    # The first round's row, stored with the message: the turn starts without a write of its own.
+    first_round = round_row(chat_id, model.id, now, message.id)
+    db.add(first_round)
     await db.commit()
 
     turn = services.turns.launch(
@@ -104,6 +110,7 @@ async def send_message(
             chat_id=chat_id,
             user_message_id=message.id,
             model=model,
+            first_round_id=first_round.id,
         )
     )
     return StreamingResponse(turn.listen(), media_type="text/event-stream", headers=STREAM_HEADERS)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import uuid
 from datetime import datetime, timedelta
 
-from sqlalchemy import or_, select, update
+from sqlalchemy import exists, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.db.models import Chat, ChatLlmTool, Message
@@ -29,12 +29,28 @@ async def acquire(
     owner: str,
     now: datetime,
     lease: timedelta,
+    *,
+    for_message: bool = False,
+    title: str | None = None,
 ) -> bool:
-    result = await db.execute(
+    """Take the chat's lease; False when a live turn holds it.
+
+    For a turn that answers a new message (`for_message`) the same statement also requires
+    that no tool call waits for the user's approval, marks the chat updated and gives it
+    `title` if it has none: the send route's checks and writes on the chat row are one UPDATE.
+    """
+    statement = (
         update(Chat)
         .where(Chat.id == chat_id, Chat.user_id == user_id, _free(now))
         .values(turn_owner=owner, turn_lease_until=now + lease, turn_stop_requested=False)
+        .execution_options(synchronize_session=False)
     )
+    if for_message:
+        pending = exists().where(ChatLlmTool.chat_id == chat_id, ChatLlmTool.status == "pending")
+        statement = statement.where(~pending).values(
+            updated_at=now, title=func.coalesce(Chat.title, title)
+        )
+    result = await db.execute(statement)
     return bool(result.rowcount)
 
 

@@ -3,7 +3,8 @@
 A pydantic-ai capability, so it sees every round whichever way the run is driven:
 
 - when a round starts (`wrap_model_request`) it creates the round's assistant message with
-  status `streaming` and announces its id (`data-assistant-message`);
+  status `streaming` and announces its id (`data-assistant-message`); a new message's first
+  round uses the row the send route stored with the message, in the same transaction;
 - while the round streams (`on_event`) it keeps the partial text and reasoning, so a round that
   fails, is cut off or is stopped keeps what the model had said;
 - when the round ends it stores the content, reasoning, the full response for replay (thinking
@@ -26,6 +27,7 @@ import asyncio
 import json
 import uuid
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import orjson
@@ -90,6 +92,19 @@ class _Round:
     """Whether any output arrived, which tells a stream cut off mid-way from a failed request."""
 
 
+def round_row(chat_id: uuid.UUID, model_id: str, now: datetime, question_id: int) -> Message:
+    """A round's assistant message as it starts: empty, `streaming`, tied to its question."""
+    return Message(
+        chat_id=chat_id,
+        role="assistant",
+        content="",
+        status="streaming",
+        model=model_id,
+        meta={"question_id": question_id} if question_id else {},
+        created_at=now,
+    )
+
+
 def tool_result_text(content: Any) -> tuple[str, str]:
     """A tool's return value as stored: text as it is, anything else as JSON."""
     if isinstance(content, str):
@@ -105,6 +120,7 @@ class Recorder(AbstractCapability[Any]):
         model_id: str,
         clock: Clock,
         question_id: int = 0,
+        first_round_id: int | None = None,
     ) -> None:
         self.sessions = sessions
         self.chat_id = chat_id
@@ -112,6 +128,8 @@ class Recorder(AbstractCapability[Any]):
         self.clock = clock
         self.question_id = question_id
         """The user message that started the question; recorded on every round it makes."""
+        self.first_round_id = first_round_id
+        """The first round's row when the send route stored it; used by the first round."""
         self.usage = TurnUsage()
         self.round: _Round | None = None
         self.message_ids: list[int] = []
@@ -145,21 +163,16 @@ class Recorder(AbstractCapability[Any]):
         return response
 
     async def _open_round(self) -> None:
-        now = self.clock.now()
-        async with self.sessions() as db:
-            message = Message(
-                chat_id=self.chat_id,
-                role="assistant",
-                content="",
-                status="streaming",
-                model=self.model_id,
-                meta={"question_id": self.question_id} if self.question_id else {},
-                created_at=now,
-            )
-            db.add(message)
-            await db.commit()
-        self.round = _Round(message.id)
-        self.message_ids.append(message.id)
+        if self.first_round_id is not None:  # stored with the user message by the send route
+            message_id, self.first_round_id = self.first_round_id, None
+        else:
+            message = round_row(self.chat_id, self.model_id, self.clock.now(), self.question_id)
+            async with self.sessions() as db:
+                db.add(message)
+                await db.commit()
+            message_id = message.id
+        self.round = _Round(message_id)
+        self.message_ids.append(message_id)
 
     async def _close_round(self, response: ModelResponse) -> None:
         assert self.round is not None
@@ -341,6 +354,9 @@ class Recorder(AbstractCapability[Any]):
         error is kept on the last round instead, so the stored chat says why the turn ended.
         """
         current, self.round = self.round, None
+        if current is None and self.first_round_id is not None:  # it ended before its 1st round
+            current, self.first_round_id = _Round(self.first_round_id), None
+            self.message_ids.append(current.message_id)
         async with self.sessions() as db:
             if current is not None and not await self._is_streaming(db, current.message_id):
                 current = None

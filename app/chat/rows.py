@@ -55,6 +55,9 @@ class StoredMessage:
     created_at: datetime
     tool_calls: tuple[StoredToolCall, ...] = field(default=())
     attachments: tuple[StoredMedium, ...] = field(default=())
+    request_tokens: int | None = None
+    """What the round's request cost as input (input + cache read + cache write tokens);
+    None where no usage was recorded (user messages, rounds that did not finish)."""
 
 
 async def load_rows(db: AsyncSession, chat_id: uuid.UUID) -> list[StoredMessage]:
@@ -70,6 +73,9 @@ async def load_rows(db: AsyncSession, chat_id: uuid.UUID) -> list[StoredMessage]
                 Message.provider_details,
                 Message.meta,
                 Message.created_at,
+                Message.input_tokens,
+                Message.cache_read_tokens,
+                Message.cache_write_tokens,
             )
             .where(Message.chat_id == chat_id)
             .order_by(Message.id)
@@ -120,6 +126,9 @@ async def load_rows(db: AsyncSession, chat_id: uuid.UUID) -> list[StoredMessage]
             attachments=tuple(
                 attached[str(i)] for i in attachment_ids(row.meta) if str(i) in attached
             ),
+            request_tokens=None
+            if row.input_tokens is None
+            else row.input_tokens + (row.cache_read_tokens or 0) + (row.cache_write_tokens or 0),
         )
         for row in messages
     ]

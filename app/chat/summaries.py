@@ -30,12 +30,13 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.chat.builder import build_history
 from app.chat.rows import StoredMessage, load_rows
-from app.db.models import ActivatedTool, ChatSummary, Message
+from app.db.models import ActivatedTool, ChatSummary
 from app.llm.factory import model_settings
 from app.llm.registry import ModelInfo
 
 if TYPE_CHECKING:
     from app.services import Services
+    from app.settings import Settings
 
 log = logging.getLogger("hearth.summaries")
 
@@ -95,28 +96,27 @@ def plan_cut(rows: Sequence[StoredMessage], keep: int, covered_up_to: int) -> in
     return open_rows[first_kept - 1].id
 
 
-async def previous_input_tokens(db: AsyncSession, chat_id: uuid.UUID) -> int:
+def previous_input_tokens(rows: Sequence[StoredMessage]) -> int:
     """What the chat's last request cost as input: input + cache read + cache write tokens."""
-    row = (
-        await db.execute(
-            select(Message.input_tokens, Message.cache_read_tokens, Message.cache_write_tokens)
-            .where(Message.chat_id == chat_id, Message.role == "assistant")
-            .where(Message.input_tokens.is_not(None))
-            .order_by(Message.id.desc())
-            .limit(1)
-        )
-    ).first()
-    return sum(value or 0 for value in row) if row else 0
+    return next(
+        (
+            row.request_tokens
+            for row in reversed(rows)
+            if row.role == "assistant" and row.request_tokens is not None
+        ),
+        0,
+    )
 
 
-def threshold(services: Services, model: ModelInfo) -> float:
-    return model.config.compact_threshold or services.settings.compact_threshold
+def threshold(settings: Settings, model: ModelInfo) -> float:
+    return model.config.compact_threshold or settings.compact_threshold
 
 
-async def due(services: Services, chat_id: uuid.UUID, model: ModelInfo) -> bool:
-    async with services.sessions() as db:
-        used = await previous_input_tokens(db, chat_id)
-    return used >= threshold(services, model) * model.config.context_window
+def due(rows: Sequence[StoredMessage], settings: Settings, model: ModelInfo) -> bool:
+    """Whether the chat's last request neared the model's context window, so that the next
+    turn starts with a summary. Read off the rows the turn loads anyway: no query of its own."""
+    used = previous_input_tokens(rows)
+    return used >= threshold(settings, model) * model.config.context_window
 
 
 def summariser(services: Services, chat_model: ModelInfo) -> ModelInfo:
@@ -129,9 +129,12 @@ def summariser(services: Services, chat_model: ModelInfo) -> ModelInfo:
 
 
 async def summarise(services: Services, chat_id: uuid.UUID, chat_model: ModelInfo) -> ChatSummary:
-    """Write a summary of the chat's older messages; NothingToCover or SummaryFailed otherwise."""
+    """Write a summary of the chat's older messages; NothingToCover or SummaryFailed otherwise.
+
+    A round still streaming (the one a turn that summarises first has opened) is no part of
+    what is kept or covered."""
     async with services.sessions() as db:
-        rows = await load_rows(db, chat_id)
+        rows = [row for row in await load_rows(db, chat_id) if row.status != "streaming"]
         previous = await latest_summary(db, chat_id)
     covered_up_to = previous.covers_up_to_message_id if previous else 0
     cut = plan_cut(rows, services.settings.compact_keep, covered_up_to)

@@ -37,10 +37,11 @@ from app.chat.media import MediaRouter
 from app.chat.recorder import Recorder
 from app.chat.request_log import RequestLog
 from app.chat.request_shape import RequestShape
-from app.chat.rows import load_rows
+from app.chat.rows import StoredMessage, load_rows
 from app.chat.stream import SDK_VERSION, TurnEventStream, user_facing_error
 from app.chat.summaries import (
     NothingToCover,
+    StoredSummary,
     SummaryFailed,
     due,
     latest_summary,
@@ -113,6 +114,8 @@ class TurnPlan:
     model: ModelInfo
     resume: DeferredToolResults | None = None
     """The user's decisions on the calls a paused turn waits for; the turn continues from them."""
+    first_round_id: int | None = None
+    """The first round's assistant row, when the send route stored it with the user message."""
 
 
 def end_status(error: BaseException, streamed: bool) -> str:
@@ -141,10 +144,28 @@ class Turn:
             self.cancellation.cancel()
 
     async def listen(self) -> AsyncIterator[str]:
-        """The stream for the HTTP response; a client that leaves does not stop the turn."""
+        """The stream for the HTTP response; a client that leaves does not stop the turn.
+
+        Events already waiting when the response asks for the next one go out together, in one
+        write: a busy server sends a batch where it would send each event through every ASGI
+        layer and the socket on its own, and an idle one still sends each event as it comes.
+        """
+        outbox = self._outbox
         try:
-            while (chunk := await self._outbox.get()) is not None:
-                yield chunk
+            while (chunk := await outbox.get()) is not None:
+                if outbox.empty():
+                    yield chunk
+                    continue
+                batch, ended = [chunk], False
+                while not outbox.empty():
+                    waiting = outbox.get_nowait()
+                    if waiting is None:
+                        ended = True
+                        break
+                    batch.append(waiting)
+                yield "".join(batch)
+                if ended:
+                    return
         finally:
             self._listening = False
 
@@ -157,7 +178,12 @@ class Turn:
     async def run(self) -> None:
         services, plan = self.services, self.plan
         recorder = Recorder(
-            services.sessions, plan.chat_id, plan.model.id, services.clock, plan.user_message_id
+            services.sessions,
+            plan.chat_id,
+            plan.model.id,
+            services.clock,
+            plan.user_message_id,
+            plan.first_round_id,
         )
         if plan.resume is not None:
             await recorder.adopt_pending()
@@ -180,26 +206,16 @@ class Turn:
             max_rounds=max_rounds,
         )
         try:
-            if plan.resume is None:
-                stream.compaction = await self._compact_if_due()
-            async with services.sessions() as db:
-                rows = await load_rows(db, plan.chat_id)
-                anchors = await load_anchors(db, plan.chat_id)
-                summary = await latest_summary(db, plan.chat_id)
-                budget = services.settings.search_budget
-                question = (
-                    await evidence.load_question(db, plan.chat_id, plan.user_message_id, budget)
-                    if plan.resume is not None
-                    else evidence.QuestionEvidence(plan.user_message_id, budget)  # a new one
-                )
-                compacting = services.settings.compact_tool_returns
-                capsule = (
-                    await evidence.earlier_capsule(db, plan.chat_id, plan.user_message_id)
-                    if compacting
-                    else None
-                )
+            history = await self._history()
+            if plan.resume is None and due(history.rows, services.settings, plan.model):
+                stream.compaction = await self._compact()
+                if stream.compaction is not None:
+                    history = await self._history()
+            rows, anchors, summary = history.rows, history.anchors, history.summary
             covered = summary.covers_up_to_message_id if summary else 0
-            history = build_history(rows, anchors, covered)
+            history_messages = build_history(rows, anchors, covered)
+            question, capsule = history.question, history.capsule
+            compacting = services.settings.compact_tool_returns
             catalogue = services.catalogue
             agent = turn_agent(services.models.get(plan.model, services.registry))
             deps = TurnDeps(
@@ -211,7 +227,7 @@ class Turn:
                 evidence=question,
             )
             async with agent.run_stream_events(
-                message_history=history,
+                message_history=history_messages,
                 instructions=[
                     instructions(catalogue),
                     *([summary_block(summary)] if summary else []),
@@ -263,18 +279,49 @@ class Turn:
         passages = evidence.cited(rows)
         return (recorder.message_ids[-1], passages) if passages else None
 
-    async def _compact_if_due(self) -> dict[str, Any] | None:
-        """A summary before the turn when the last request neared the context window.
+    async def _history(self) -> _History:
+        """What the run is built from, read in one session: the chat's rows (less the round the
+        send route opened for this turn), its activations, latest summary and evidence."""
+        services, plan = self.services, self.plan
+        async with services.sessions() as db:
+            rows = await load_rows(db, plan.chat_id)
+            anchors = await load_anchors(db, plan.chat_id)
+            summary = await latest_summary(db, plan.chat_id)
+            budget = services.settings.search_budget
+            question = (
+                await evidence.load_question(db, plan.chat_id, plan.user_message_id, budget)
+                if plan.resume is not None
+                else evidence.QuestionEvidence(plan.user_message_id, budget)  # a new one
+            )
+            capsule = (
+                await evidence.earlier_capsule(db, plan.chat_id, plan.user_message_id)
+                if services.settings.compact_tool_returns
+                else None
+            )
+        if plan.first_round_id is not None:
+            rows = [row for row in rows if row.id != plan.first_round_id]
+        return _History(rows, anchors, summary, question, capsule)
+
+    async def _compact(self) -> dict[str, Any] | None:
+        """A summary before the turn, since the last request neared the context window.
 
         A summary that fails leaves the chat as it was; the turn goes on uncompacted."""
         services, plan = self.services, self.plan
-        if not await due(services, plan.chat_id, plan.model):
-            return None
         try:
             made = await summarise(services, plan.chat_id, plan.model)
         except (NothingToCover, SummaryFailed):
             return None
         return {"summary_id": made.id, "covers_up_to_message_id": made.covers_up_to_message_id}
+
+
+@dataclass(frozen=True, slots=True)
+class _History:
+    rows: list[StoredMessage]
+    anchors: dict[int, list[str]]
+    summary: StoredSummary | None
+    question: evidence.QuestionEvidence
+    capsule: str | None
+    """The earlier questions' cited evidence (None when there is none or returns stay whole)."""
 
 
 async def _raising(error: Exception) -> AsyncIterator[Any]:

@@ -79,6 +79,9 @@ async def test_write_file_waits_then_runs_once_approved(
     # Nothing else may happen in the chat until the decision.
     again = await user.post(f"/api/chats/{chat_id}/messages", json={"content": "hello?"})
     assert again.status_code == 409
+    assert again.json()["detail"].startswith("the turn waits for approvals")
+    stored = (await user.get(f"/api/chats/{chat_id}")).json()["messages"]
+    assert [m["content"] for m in stored if m["role"] == "user"] == ["Write a note"]
 
     response = await decide(user, chat_id, {"tool_call_id": "call_w", "approved": True})
     assert response.status_code == 200

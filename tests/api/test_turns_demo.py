@@ -9,6 +9,7 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import select, update
 
+from app.chat.turns import Turn
 from app.db.models import Chat, LlmRequest
 from app.llm.demo import GREETING as DEMO_GREETING
 from app.services import Services
@@ -80,6 +81,7 @@ async def test_second_send_while_running_is_409(user: Client) -> None:
         assert first.status_code == 200
         second = await user.post(f"/api/chats/{chat_id}/messages", json={"content": "second"})
         assert second.status_code == 409
+        assert second.json()["detail"] == "a turn is already running in this chat"
         await first.aread()
     chat = await wait_until_idle(user, chat_id)
     assert [m["content"] for m in chat["messages"] if m["role"] == "user"] == ["first"]
@@ -253,3 +255,32 @@ async def test_attachments_are_kept_and_returned_with_the_message(
     assert attachment["url"] == f"/data/{upload_id}/chart%20one.png"
     assert attachment["path"] == f"uploads/{upload_id}/chart one.png"
     assert attachment["mime"] == "image/png" and attachment["size"] == 20431
+
+
+async def test_a_turn_that_fails_before_its_first_request_closes_the_round_it_was_given(
+    user: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The send route stores the first round's row with the message; a turn that never reaches
+    the model still closes that row, with the error, instead of leaving it `streaming`."""
+
+    async def broken(self: Turn) -> None:
+        raise RuntimeError("history unreadable")
+
+    chat_id = await new_chat(user)
+    monkeypatch.setattr(Turn, "_history", broken)
+    response = await user.post(f"/api/chats/{chat_id}/messages", json={"content": "Hi"})
+    chunks = parse_stream(response.text)
+    [error] = [c for c in chunks if c["type"] == "error"]
+    assert "history unreadable" in error["errorText"]
+    monkeypatch.undo()
+    chat = await wait_until_idle(user, chat_id)
+    user_message, answer = chat["messages"]
+    assert (user_message["role"], user_message["content"]) == ("user", "Hi")
+    assert answer["role"] == "assistant" and answer["status"] == "failed"
+    assert answer["id"] > user_message["id"]
+    assert "history unreadable" in answer["error"]
+    # The chat is free again and answers the next message normally.
+    again = parse_stream(
+        (await user.post(f"/api/chats/{chat_id}/messages", json={"content": "Hi"})).text
+    )
+    assert "error" not in [c["type"] for c in again]

@@ -1,0 +1,52 @@
+"""The turn's outbox as the HTTP response reads it: each event as it comes when the reader
+keeps up, everything already waiting in one write when it does not, and nothing after the end."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, cast
+
+from app.chat.turns import Turn
+
+
+def turn() -> Turn:
+    return Turn(cast(Any, None), cast(Any, None))
+
+
+async def test_a_reader_that_keeps_up_gets_each_event_on_its_own() -> None:
+    t = turn()
+    got: list[str] = []
+
+    async def read() -> None:
+        async for chunk in t.listen():
+            got.append(chunk)
+
+    reader = asyncio.create_task(read())
+    for event in ("data: 1\n\n", "data: 2\n\n", "data: 3\n\n"):
+        t._emit(event)
+        await asyncio.sleep(0)  # the reader takes it before the next one
+        await asyncio.sleep(0)
+    t._emit(None)
+    await reader
+    assert got == ["data: 1\n\n", "data: 2\n\n", "data: 3\n\n"]
+
+
+async def test_events_waiting_together_go_out_in_one_write_and_the_end_ends_it() -> None:
+    t = turn()
+    for event in ("data: a\n\n", "data: b\n\n", "data: c\n\n"):
+        t._emit(event)
+    t._emit(None)
+    t._emit("data: never\n\n")  # after the end: not the reader's
+    got = [chunk async for chunk in t.listen()]
+    assert got == ["data: a\n\ndata: b\n\ndata: c\n\n"]
+
+
+async def test_a_reader_that_leaves_stops_the_outbox_filling() -> None:
+    t = turn()
+    t._emit("data: 1\n\n")
+    stream = t.listen()
+    assert await anext(stream) == "data: 1\n\n"
+    await stream.aclose()
+    t._emit("data: 2\n\n")
+    t._emit(None)
+    assert t._outbox.qsize() == 1  # only the end marker: nothing piles up for nobody

@@ -11,7 +11,9 @@ Since the provider's part is fixed, whatever a client sees beyond it is hearth's
     text), alternately, the order flipped each pair so drift falls on both sides alike. Every
     turn goes to a chat created just before it (not timed), so every turn has the same one
     message of history. The figure is each pair's ratio, hearth over provider; target: p50 of
-    the ratios <= 1.05.
+    the ratios <= 1.05. A shorter series then pairs direct requests with pydantic-ai alone in
+    this process (the model class and client hearth uses, no HTTP server, no database): the
+    part of the ratio that is the library's.
 
 (b) Concurrent turns. For each of `--concurrency` (50, 100, 200): that many chats are created,
     a connection opened for each, and all turns are sent at once, each with its own content.
@@ -103,7 +105,10 @@ from pydantic_ai.messages import (
     ModelMessagesTypeAdapter,
     ModelResponse,
     ModelResponsePart,
+    PartDeltaEvent,
+    PartStartEvent,
     TextPart,
+    TextPartDelta,
     ToolCallPart,
 )
 from pydantic_ai.models import create_async_httpx2_client
@@ -503,6 +508,7 @@ async def part_a(stack: Stack, account: Account, args: argparse.Namespace) -> bo
             pairs.append((direct, turn))
             if (index + 1) % 50 == 0:
                 print(f"  (a) {index + 1}/{args.sequential} pairs", file=sys.stderr, flush=True)
+        library = await library_series(stack, fake, max(20, len(pairs) // 4))
     finally:
         hearth.close()
         fake.close()
@@ -538,6 +544,13 @@ async def part_a(stack: Stack, account: Account, args: argparse.Namespace) -> bo
         quarters = [extra[i * size : (i + 1) * size] for i in range(4)]
         drift = " / ".join(ms(quantile(q, 0.5)) for q in quarters)
         print(f"hearth - provider p50 per quarter of the run, first to last (ms): {drift}")
+    if library:
+        floor = quantile(library, 0.5)
+        print(
+            f"pydantic-ai alone (no HTTP server, no database), {len(library)} runs alternating "
+            f"with direct requests: time to first text over the provider's, per pair, p50 "
+            f"{floor:.3f}, p90 {quantile(library, 0.9):.3f}"
+        )
     p50 = quantile(ratios, 0.5)
     p99 = quantile(ratios, 0.99)
     of_medians = quantile(ours, 0.5) / quantile(provider, 0.5) if provider else float("nan")
@@ -551,6 +564,31 @@ async def part_a(stack: Stack, account: Account, args: argparse.Namespace) -> bo
     if len(failures) > 10:
         print(f"  ... and {len(failures) - 10} more failures")
     return passed
+
+
+async def library_series(stack: Stack, fake: Connection, count: int) -> list[float]:
+    """Per-pair ratios of pydantic-ai alone (`library_agent`) over a direct request, sequential
+    and alternating as the hearth pairs are: the share of (a)'s figure that is the library's."""
+    agent, client = library_agent(stack)
+    ratios: list[float] = []
+    try:
+        await library_run(agent, "warm-up")
+        for index in range(count):
+            content = message_text(index, "Library turn")
+            first: float | None = None
+            direct: DirectOutcome | None = None
+            for side in ("direct", "library") if index % 2 == 0 else ("library", "direct"):
+                if side == "direct":
+                    direct = read_completion(await fake.exchange(direct_request(content), wait=60))
+                    if not fake.usable:
+                        await fake.reopen()
+                else:
+                    first, _ = await library_run(agent, content)
+            if first is not None and direct is not None and direct.ttft:
+                ratios.append(first / direct.ttft)
+    finally:
+        await client.close()
+    return ratios
 
 
 # --------------------------------------------------------------------------------------------
@@ -593,34 +631,47 @@ class LibraryBurst:
     cpu_seconds: float
 
 
-async def library_burst(stack: Stack, count: int) -> LibraryBurst:
-    """pydantic-ai alone: `count` runs at once over the same fake, in this process.
-
-    The same model class and client hearth's turns use (`OpenAIChatModel` over
-    `HearthAsyncOpenAI`), `Agent.run_stream_events` consumed to the end, and nothing else: no
-    HTTP server, no database, no encoding for a browser. What one process spends here is a
-    floor under what a hearth worker spends on the same turns.
-    """
+def library_agent(stack: Stack) -> tuple[Agent[None, str], HearthAsyncOpenAI]:
+    """pydantic-ai alone, as hearth's turns drive it: the same model class and client
+    (`OpenAIChatModel` over `HearthAsyncOpenAI`) to the same fake, and nothing else: no HTTP
+    server, no database, no encoding for a browser. What it costs is a floor under hearth's."""
     client = HearthAsyncOpenAI(
         base_url=f"http://{LOOPBACK}:{stack.fake_port}/v1",
         api_key=PROVIDER_KEY,
         max_retries=0,
         http_client=create_async_httpx2_client(),
     )
-    agent = Agent(OpenAIChatModel(PROVIDER_MODEL, provider=OpenAIProvider(openai_client=client)))
+    model = OpenAIChatModel(PROVIDER_MODEL, provider=OpenAIProvider(openai_client=client))
+    return Agent(model), client
 
-    async def one(index: int) -> float:
-        started = time.perf_counter()
-        async with agent.run_stream_events(message_text(index, "Library run")) as events:
-            async for _ in events:
-                pass
-        return time.perf_counter() - started
 
+async def library_run(agent: Agent[None, str], content: str) -> tuple[float | None, float]:
+    """One run consumed to its end: (seconds to the first text event, seconds in all)."""
+    started = time.perf_counter()
+    first: float | None = None
+    async with agent.run_stream_events(content) as events:
+        async for event in events:
+            if first is None and _carries_text(event):
+                first = time.perf_counter() - started
+    return first, time.perf_counter() - started
+
+
+def _carries_text(event: object) -> bool:
+    if isinstance(event, PartStartEvent) and isinstance(event.part, TextPart):
+        return bool(event.part.content)
+    return isinstance(event, PartDeltaEvent) and isinstance(event.delta, TextPartDelta)
+
+
+async def library_burst(stack: Stack, count: int) -> LibraryBurst:
+    """`count` pydantic-ai runs at once, in this process (see `library_agent`)."""
+    agent, client = library_agent(stack)
     try:
-        await one(0)  # connections and imports warm
+        await library_run(agent, "warm-up")  # connections and imports warm
         cpu = time.process_time()
-        walls = await asyncio.gather(*(one(i) for i in range(count)))
-        return LibraryBurst(list(walls), time.process_time() - cpu)
+        runs = await asyncio.gather(
+            *(library_run(agent, message_text(i, "Library run")) for i in range(count))
+        )
+        return LibraryBurst([wall for _, wall in runs], time.process_time() - cpu)
     finally:
         await client.close()
 

@@ -29,7 +29,7 @@ from app.db.models import User
 from app.main import create_app
 from app.services import Services
 from app.settings import Settings
-from tests.support import ROOT, Client, fresh_database, live_server
+from tests.support import ROOT, Client, fresh_database, http_client, live_server
 
 BACKENDS = ["sqlite", "postgresql"]
 
@@ -105,7 +105,7 @@ def engine(services: Services) -> AsyncEngine:
 async def anon(server: tuple[str, Services], services: Services) -> AsyncIterator[Client]:
     """A client with no session."""
     base_url, _ = server
-    async with httpx.AsyncClient(base_url=base_url, timeout=30) as http:
+    async with http_client(base_url=base_url, timeout=30) as http:
         yield Client(http)
 
 
@@ -130,7 +130,7 @@ async def new_user(server: tuple[str, Services], services: Services) -> AsyncIte
     opened: list[httpx.AsyncClient] = []
 
     async def make(email: str | None = None, password: str = "correct horse") -> Client:
-        http = httpx.AsyncClient(base_url=base_url, timeout=30)
+        http = http_client(base_url=base_url, timeout=30)
         opened.append(http)
         email = email or f"user-{secrets.token_hex(4)}@example.com"
         if password not in _PASSWORD_HASHES:

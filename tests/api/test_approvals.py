@@ -24,7 +24,7 @@ from tests.catalogue_setup import WEATHER
 from tests.conftest import NewUser
 from tests.fakes.providers import FakeProviderServer, Reply, ToolCall
 from tests.provider_setup import MODEL_IDS
-from tests.support import Client, live_server, parse_stream, wait_until_idle
+from tests.support import Client, http_client, live_server, parse_stream, wait_until_idle
 
 pytestmark = pytest.mark.usefixtures("services", "registry")
 
@@ -250,7 +250,7 @@ async def test_a_paused_turn_survives_a_restart(
     restarted = create_app(settings)
     async with live_server(restarted) as base_url:
         restarted.state.services.registry = registry
-        async with httpx.AsyncClient(base_url=base_url, cookies=user.http.cookies) as http:
+        async with http_client(base_url=base_url, cookies=user.http.cookies) as http:
             client = Client(http)
             response = await decide(client, chat_id, {"tool_call_id": "call_w", "approved": True})
             assert response.status_code == 200, response.text

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import httpx
-
 from app.main import create_app
 from app.settings import Settings
-from tests.support import ROOT, live_server
+from tests.support import ROOT, http_client, live_server
 
 
 async def test_allowed_origin_gets_credentialed_cors_and_others_none(tmp_path: Path) -> None:
@@ -22,7 +20,7 @@ async def test_allowed_origin_gets_credentialed_cors_and_others_none(tmp_path: P
     )
     async with (
         live_server(create_app(settings)) as base_url,
-        httpx.AsyncClient(base_url=base_url) as http,
+        http_client(base_url=base_url) as http,
     ):
         preflight = await http.options(
             "/api/chats",

@@ -12,14 +12,20 @@ import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from app.main import create_app
 from app.services import Services
 from app.settings import Settings
 from tests.fakes.providers import FakeOpenAI, Reply, ToolCall
-from tests.support import ROOT, Client, live_server, parse_stream, wait_until_idle
+from tests.support import (
+    ROOT,
+    Client,
+    http_client,
+    live_server,
+    parse_stream,
+    wait_until_idle,
+)
 
 WEATHER = ROOT / "tests" / "fakes" / "mcp_servers" / "weather.py"
 
@@ -54,7 +60,7 @@ async def hearth_with_mcp(
         )
         app = create_app(settings)
         services: Services = app.state.services
-        async with live_server(app) as base_url, httpx.AsyncClient(base_url=base_url) as http:
+        async with live_server(app) as base_url, http_client(base_url=base_url) as http:
             assert services.mcp is not None
             await services.mcp.wait_ready(30)
             registered = await http.post(

@@ -20,7 +20,7 @@ from app.llm.registry import ModelRegistry
 from app.services import Services
 from tests.fakes.providers import FakeProviderServer, Hang, Reply
 from tests.provider_setup import MODEL_IDS, providers_yaml
-from tests.support import ROOT, Client, free_port, wait_until_idle
+from tests.support import ROOT, Client, free_port, http_client, wait_until_idle
 
 pytestmark = pytest.mark.usefixtures("services")
 
@@ -50,7 +50,7 @@ async def second_worker(
     )  # fmt: skip
     base = f"http://127.0.0.1:{port}"
     try:
-        async with httpx.AsyncClient() as probe:
+        async with http_client() as probe:
             for _ in range(200):
                 try:
                     if (await probe.get(f"{base}/healthz")).status_code == 200:
@@ -67,7 +67,7 @@ async def second_worker(
 
 def same_session(user: Client, base_url: str) -> httpx.AsyncClient:
     """The user's browser session, pointed at the other worker."""
-    return httpx.AsyncClient(base_url=base_url, cookies=user.http.cookies, timeout=30)
+    return http_client(base_url=base_url, cookies=user.http.cookies, timeout=30)
 
 
 async def test_stop_reaching_another_worker_cancels_upstream(

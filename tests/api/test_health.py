@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import httpx
 import pytest
 
 from app.main import create_app
 from app.settings import Settings
-from tests.support import ROOT, Client, free_port, live_server
+from tests.support import ROOT, Client, free_port, http_client, live_server
 
 pytestmark = pytest.mark.usefixtures("services")
 
@@ -30,7 +29,7 @@ async def test_readyz_is_503_when_the_database_does_not_answer(tmp_path: Path) -
     )
     async with (
         live_server(create_app(settings)) as base_url,
-        httpx.AsyncClient(base_url=base_url) as http,
+        http_client(base_url=base_url) as http,
     ):
         assert (await http.get("/healthz")).status_code == 200
         ready = await http.get("/readyz")

@@ -49,6 +49,8 @@ from tests.fakes.providers import (
     validate_anthropic_request,
     validate_openai_request,
 )
+from tests.support import TLS
+from tests.support import http_client as loopback_client
 
 ROOT = Path(__file__).resolve().parents[2]
 KINDS = ["anthropic", "openai", "moonshot"]
@@ -72,7 +74,7 @@ async def close_http_clients() -> AsyncIterator[None]:
 
 
 def http_client() -> httpx2.AsyncClient:
-    client = httpx2.AsyncClient()
+    client = httpx2.AsyncClient(verify=TLS)
     _open_http_clients.append(client)
     return client
 
@@ -133,7 +135,7 @@ async def test_anthropic_raw_sse_matches_sdk_event_types() -> None:
         fake.script(reply)
         headers = {"x-api-key": "test", "anthropic-version": "2023-06-01"}
         async with (
-            httpx.AsyncClient() as http,
+            loopback_client() as http,
             http.stream(
                 "POST",
                 f"{fake.base_url}/v1/messages",
@@ -296,7 +298,7 @@ async def test_moonshot_stream_continues_tool_call_numbering() -> None:
 
 async def test_openai_models_endpoint_needs_no_key() -> None:
     async with FakeOpenAI(models=["local-model"]) as fake:
-        async with httpx.AsyncClient() as http:
+        async with loopback_client() as http:
             response = await http.get(f"{fake.base_url}/models")
         models = await openai_client(fake).models.list()
     assert response.status_code == 200
@@ -656,7 +658,7 @@ async def test_unscripted_request_gets_a_clear_500(kind: str) -> None:
 
 @pytest.mark.parametrize("kind", KINDS)
 async def test_unknown_paths_are_recorded_and_get_the_provider_404(kind: str) -> None:
-    async with make_fake(kind) as fake, httpx.AsyncClient() as http:
+    async with make_fake(kind) as fake, loopback_client() as http:
         response = await http.post(f"{fake.base_url}/nowhere", json={})
     assert response.status_code == 404
     assert "no route" in response.json()["error"]["message"]
@@ -664,7 +666,7 @@ async def test_unknown_paths_are_recorded_and_get_the_provider_404(kind: str) ->
 
 
 async def test_anthropic_requires_version_and_key_headers() -> None:
-    async with FakeAnthropic() as fake, httpx.AsyncClient() as http:
+    async with FakeAnthropic() as fake, loopback_client() as http:
         url = f"{fake.base_url}/v1/messages"
         no_version = await http.post(url, json=ANTHROPIC_BODY, headers={"x-api-key": "k"})
         no_key = await http.post(url, json=ANTHROPIC_BODY, headers={"anthropic-version": "v"})

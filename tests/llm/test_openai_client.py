@@ -21,6 +21,7 @@ from pydantic_ai.providers.openai import OpenAIProvider
 
 from app.llm.openai_client import HearthAsyncOpenAI
 from tests.fakes.providers import FakeOpenAI, RecordedRequest, Reply, ToolCall, Usage
+from tests.support import TLS
 
 VARYING_HEADERS = {"x-stainless-retry-count", "x-stainless-read-timeout", "content-length"}
 
@@ -37,7 +38,7 @@ def pair(fake: FakeOpenAI, http_clients: list[httpx2.AsyncClient]) -> list[opena
     """The stock client and hearth's, alike in everything else."""
     made = []
     for cls in (openai.AsyncOpenAI, HearthAsyncOpenAI):
-        http = httpx2.AsyncClient()
+        http = httpx2.AsyncClient(verify=TLS)
         http_clients.append(http)
         made.append(cls(base_url=fake.base_url, api_key="k", max_retries=0, http_client=http))
     return made

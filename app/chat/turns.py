@@ -211,11 +211,13 @@ class Turn:
                 stream.compaction = await self._compact()
                 if stream.compaction is not None:
                     history = await self._history()
-            rows, anchors, summary = history.rows, history.anchors, history.summary
+            summary = history.summary
             covered = summary.covers_up_to_message_id if summary else 0
-            history_messages = build_history(rows, anchors, covered)
-            question, capsule = history.question, history.capsule
-            compacting = services.settings.compact_tool_returns
+            compaction = (
+                [ToolReturnCompaction(plan.user_message_id, history.capsule)]
+                if services.settings.compact_tool_returns
+                else []
+            )
             catalogue = services.catalogue
             agent = turn_agent(services.models.get(plan.model, services.registry))
             deps = TurnDeps(
@@ -223,11 +225,11 @@ class Turn:
                 chat_id=plan.chat_id,
                 file_root=user_root(services.settings.data_dir, plan.user_id),
                 catalogue=catalogue,
-                active_groups={group for groups in anchors.values() for group in groups},
-                evidence=question,
+                active_groups={group for groups in history.anchors.values() for group in groups},
+                evidence=history.question,
             )
             async with agent.run_stream_events(
-                message_history=history_messages,
+                message_history=build_history(history.rows, history.anchors, covered),
                 instructions=[
                     instructions(catalogue),
                     *([summary_block(summary)] if summary else []),
@@ -236,7 +238,7 @@ class Turn:
                 capabilities=[
                     recorder,
                     request_log,
-                    *([ToolReturnCompaction(plan.user_message_id, capsule)] if compacting else []),
+                    *compaction,
                     MediaRouter(deps.file_root, plan.user_message_id),
                     RequestShape(services.clock, max_rounds),
                 ],

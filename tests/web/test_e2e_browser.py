@@ -281,9 +281,11 @@ async def test_a_slow_turn_stops_by_escape_and_by_the_stop_button(
     stop = page.get_by_role("button", name="Stop")
     await expect(stop).to_be_hidden()
 
+    articles = log.get_by_role("article")
     for how in ("escape", "button"):
+        before = await articles.count()
         await ask(page, f"Talk slowly ({how})")
-        reply = log.get_by_role("article").last
+        reply = articles.nth(before + 1)  # this turn's answer, after its question
         await expect(reply).to_contain_text("word word word")
         await expect(stop).to_be_visible()
         if how == "escape":

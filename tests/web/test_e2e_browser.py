@@ -8,7 +8,9 @@ word here is the UI message stream rendered as it comes.
 
 from __future__ import annotations
 
+import asyncio
 import io
+import re
 from typing import Any
 
 import pytest
@@ -359,6 +361,63 @@ async def test_the_chat_list_renames_deletes_and_orders_by_activity(tab: Tab, us
     await page.get_by_role("button", name="New chat").click()
     await expect(chats.locator(".open-chat")).to_have_count(2)
     await expect(chats.locator("[aria-current=page]")).to_have_text("Untitled chat")
+
+
+async def held_until(page: Any, url: str, method: str) -> asyncio.Event:
+    """Hold the page's `method` requests to `url` until the returned event is set."""
+    release = asyncio.Event()
+
+    async def hold(route: Any) -> None:
+        if route.request.method == method:
+            await release.wait()
+        await route.continue_()
+
+    await page.route(url, hold)
+    return release
+
+
+async def settle(page: Any) -> None:
+    """Let the page finish what its last event started, up to its next network wait."""
+    await page.evaluate("() => new Promise((done) => setTimeout(done, 0))")
+
+
+async def test_a_message_sent_while_a_chat_opens_goes_to_that_chat(tab: Tab, user: Client) -> None:
+    alpha = (await user.post("/api/chats", json={"title": "Alpha"})).json()
+    beta = (await user.post("/api/chats", json={"title": "Beta"})).json()
+    page = await sign_in_as(tab, user)
+    chats = page.get_by_role("navigation", name="Chats")
+    log = page.get_by_role("log")
+    await expect(page.get_by_role("heading", name="Beta")).to_be_visible()
+
+    # A new chat whose creation is still on its way takes the message written meanwhile.
+    release = await held_until(page, "**/api/chats", "POST")
+    await page.get_by_role("button", name="New chat").click()
+    await ask(page, "First words")
+    await settle(page)
+    release.set()
+    await expect(log.get_by_role("article")).to_have_count(3)
+    await expect(log.get_by_role("article").nth(2)).to_contain_text("This reply is scripted")
+    listed = (await user.get("/api/chats")).json()["items"]
+    assert len(listed) == 3
+    fresh = await wait_until_idle(user, listed[0]["id"])
+    assert fresh["messages"][0]["content"] == "First words"
+    await expect(chats.locator("[aria-current=page]")).to_have_text(fresh["title"])
+
+    # So does a chat opened from the list whose messages are still loading.
+    release = await held_until(page, f"**/api/chats/{alpha['id']}", "GET")
+    await chats.get_by_role("button", name="Alpha", exact=True).click()
+    await ask(page, "Second words")
+    await settle(page)
+    release.set()
+    await expect(page.get_by_role("heading", name="Alpha")).to_be_visible()
+    await expect(log.get_by_role("article")).to_have_count(3)
+    await expect(log.get_by_role("article").nth(0)).to_have_text(re.compile("Second words"))
+    opened = await wait_until_idle(user, alpha["id"])
+    assert [m["content"] for m in opened["messages"] if m["role"] == "user"] == ["Second words"]
+    untouched = await wait_until_idle(user, beta["id"])
+    assert untouched["messages"] == []
+    fresh = await wait_until_idle(user, fresh["id"])
+    assert [m["content"] for m in fresh["messages"] if m["role"] == "user"] == ["First words"]
 
 
 async def test_the_model_picker_shows_capabilities_and_marks_unavailable_models(

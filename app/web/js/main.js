@@ -21,6 +21,7 @@ const state = {
   pending: [], // attachments: {file, progress, upload, error}
   poll: 0,
   modelChange: null, // a model switch on its way to the server; a send waits for it
+  switching: null, // a chat being opened or created; a send waits for it, to go where the reader is
   view: 0, // bumped by each navigation and send: a chat load that finishes late is dropped
 };
 
@@ -294,11 +295,30 @@ function showChat(chat, activations) {
   if (chat.running) startPolling();
 }
 
+/** Note a chat switch in flight: a message sent meanwhile goes to the chat it opens. */
+function switching(work) {
+  const promise = work();
+  state.switching = promise.catch(() => {});
+  return promise;
+}
+
+/** Wait until the chat and model a send goes to are the ones the reader chose last. */
+async function settled() {
+  for (;;) {
+    const { switching: chat, modelChange: model } = state;
+    await chat;
+    await model;
+    if (chat === state.switching && model === state.modelChange) return;
+  }
+}
+
 async function openChat(id) {
   stopPolling();
   const view = ++state.view;
-  const [chat, activations] = await Promise.all([api.chat(id), api.activations(id)]);
-  if (view === state.view) showChat(chat, activations);
+  await switching(async () => {
+    const [chat, activations] = await Promise.all([api.chat(id), api.activations(id)]);
+    if (view === state.view) showChat(chat, activations);
+  });
 }
 
 /** Redraw the open chat from the server: after a turn ends, what is stored is the truth. */
@@ -372,22 +392,26 @@ function setRunning(running) {
 }
 
 async function newChat() {
-  await attempt(async () => {
-    const chat = await api.createChat($("model-picker").value || undefined);
-    state.chats.unshift(chat);
-    state.view += 1;
-    stopPolling();
-    showChat({ ...chat, messages: [], running: false }, []);
-    $("composer-input").focus();
-    announce("New chat started.");
-  });
+  stopPolling();
+  const view = ++state.view;
+  await attempt(() =>
+    switching(async () => {
+      const chat = await api.createChat($("model-picker").value || undefined);
+      state.chats.unshift(chat);
+      if (view !== state.view) return drawChats(); // the reader went elsewhere meanwhile
+      showChat({ ...chat, messages: [], running: false }, []);
+      $("composer-input").focus();
+      announce("New chat started.");
+    }),
+  );
 }
 
 // ---- sending and streaming -----------------------------------------------------------------
 
-async function consume(response) {
+/** Draw a turn's stream into chat `chatId`, for as long as that chat is the open one. */
+async function consume(response, chatId) {
+  if (state.chat?.id !== chatId) return response.body?.cancel(); // it runs on without a reader
   const fold = new TurnFold(state.messages, (message) => log.changed(message), state.chat.model);
-  const chatId = state.chat.id;
   setRunning(true);
   try {
     for await (const chunk of chunks(response)) {
@@ -423,7 +447,7 @@ async function send(event) {
     return;
   }
   await attempt(async () => {
-    await state.modelChange;
+    await settled();
     state.view += 1; // the turn's own stream draws this chat from now on
     if (!state.chat) {
       const chat = await api.createChat($("model-picker").value || undefined);
@@ -432,10 +456,11 @@ async function send(event) {
       state.messages = [];
       drawChats();
     }
+    const chatId = state.chat.id;
     setRunning(true);
     let response;
     try {
-      response = await api.send(state.chat.id, content, attachments.map((a) => a.id));
+      response = await api.send(chatId, content, attachments.map((a) => a.id));
     } catch (error) {
       setRunning(false);
       throw error;
@@ -452,9 +477,11 @@ async function send(event) {
       tool_calls: [],
       citations: [],
     };
-    state.messages.push(user);
-    log.changed(user);
-    await consume(response);
+    if (state.chat?.id === chatId) {
+      state.messages.push(user);
+      log.changed(user);
+    }
+    await consume(response, chatId);
   });
   setRunning(Boolean(state.chat?.running));
 }
@@ -476,11 +503,12 @@ async function decide(call, approved, note) {
   await attempt(async () => {
     const decision = { tool_call_id: call.tool_call_id, approved };
     if (note) decision.note = note;
-    const response = await api.decide(state.chat.id, [decision]);
+    const chatId = state.chat.id;
+    const response = await api.decide(chatId, [decision]);
     if (response.status === 202) {
       announce("Recorded; other tool calls still wait for you.");
       await reload();
-    } else await consume(response); // the last answer resumes the turn: its stream follows
+    } else await consume(response, chatId); // the last answer resumes the turn: its stream follows
   });
 }
 

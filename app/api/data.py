@@ -10,7 +10,8 @@ encoded separator or dot segment can't pass as one name; then `resolve_inside` c
 resolved path, and the opened descriptor is checked again (`/proc/self/fd/<n>`), so a link
 swapped in between the two is caught. The response then reads through that same descriptor's
 `/proc` entry, never the path again. Starlette's FileResponse does Range (206, 416) and
-If-Range; If-None-Match (304) and strong ETags are added here.
+If-Range; If-None-Match (304) and strong ETags are added here. HEAD answers as GET would,
+headers only (FileResponse sends no body for it), so a client can size a file before fetching.
 """
 
 from __future__ import annotations
@@ -188,6 +189,7 @@ async def _open(root: Path, relative: str) -> tuple[BinaryIO, os.stat_result]:
 
 
 @router.get("/data/files/{path:path}", response_class=Response, responses=FILE_RESPONSES)
+@router.head("/data/files/{path:path}", response_class=Response, responses=FILE_RESPONSES)
 async def workspace_file(
     path: str, request: Request, auth: Auth, services: ServicesDep
 ) -> Response:
@@ -208,6 +210,7 @@ async def workspace_file(
 
 
 @router.get("/data/{upload_id}/{filename}", response_class=Response, responses=FILE_RESPONSES)
+@router.head("/data/{upload_id}/{filename}", response_class=Response, responses=FILE_RESPONSES)
 async def upload_file(
     upload_id: str,
     filename: str,

@@ -263,3 +263,67 @@ async def test_workspace_files_are_the_owners_only(
     other = await new_user()
     assert (await other.get("/data/files/notes/a.txt")).status_code == 404
     assert (await anon.get("/data/files/notes/a.txt")).status_code == 401
+
+
+# HEAD: what GET would answer, headers only
+
+VARYING = {"date", "content-type"}  # the date, and a multipart boundary drawn per response
+
+
+def same_headers(head: httpx.Response, get: httpx.Response) -> None:
+    assert head.status_code == get.status_code
+    assert head.content == b""
+    assert {k: v for k, v in head.headers.items() if k not in VARYING} == {
+        k: v for k, v in get.headers.items() if k not in VARYING
+    }
+    kinds = [r.headers.get("content-type", "").split(";")[0] for r in (head, get)]
+    assert kinds[0] == kinds[1]
+
+
+@pytest.mark.parametrize(
+    "conditions",
+    [
+        {},
+        {"Range": "bytes=0-3"},
+        {"Range": "bytes=0-1,4-5"},
+        {"Range": "bytes=999999-"},
+        {"Range": "bytes=oops"},
+        {"If-None-Match": "current"},
+        {"If-None-Match": '"stale"'},
+    ],
+)
+async def test_head_answers_as_get_would_without_the_body(
+    user: Client, services: Services, conditions: dict[str, str]
+) -> None:
+    item = await upload_one(user, "blob.bin", BINARY)
+    workspace(services, user)
+    for url in (item["url"], "/data/files/notes/a.txt"):
+        etag = (await user.get(url)).headers["etag"]
+        headers = {k: etag if v == "current" else v for k, v in conditions.items()}
+        get = await user.get(url, headers=headers)
+        head = await user.request("HEAD", url, headers=headers)
+        same_headers(head, get)
+        assert get.status_code in {200, 206, 304, 400, 416}, (url, conditions)
+
+
+async def test_head_is_refused_as_get_is(
+    user: Client, new_user: NewUser, anon: Client, services: Services
+) -> None:
+    item = await upload_one(user, "chart.png", PNG)
+    workspace(services, user)
+    other = await new_user()
+    for client, url, status in (
+        (other, item["url"], 404),
+        (anon, item["url"], 401),
+        (user, f"/data/{item['id']}/other.png", 404),
+        (user, "/data/not-a-uuid/chart.png", 404),
+        (other, "/data/files/notes/a.txt", 404),
+        (anon, "/data/files/notes/a.txt", 401),
+        (user, "/data/files/missing.txt", 404),
+    ):
+        response = await client.request("HEAD", url)
+        assert (response.status_code, response.content) == (status, b""), (url, status)
+    escape = await user.request(
+        "HEAD", "/data/files/x", extensions={"target": b"/data/files/notes/../../secret.txt"}
+    )
+    assert escape.status_code == 404

@@ -44,6 +44,7 @@ from app.tools.catalogue import Catalogue, Entry
 from app.tools.knowledge import KnowledgeGroup
 from app.tools.mcp_config import load_mcp_config
 from app.tools.mcp_groups import McpGroups
+from app.warmup import warm_up
 
 log = logging.getLogger("hearth")
 
@@ -78,6 +79,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        warm_up(services.registry)
         probe = probe_local_providers(services.registry)
         if services.mcp is not None:
             await services.mcp.start()  # each server starts in the background

@@ -8,6 +8,7 @@ ask this one place.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
 from pydantic_ai.models import Model
@@ -44,10 +45,11 @@ class Policy:
 
 
 def _is_anthropic(model: Model) -> bool:
-    from pydantic_ai.models.anthropic import AnthropicModel
-
+    anthropic = sys.modules.get("pydantic_ai.models.anthropic")
+    if anthropic is None:
+        return False  # no Anthropic model exists before its module is loaded: don't load it
     while model is not None:
-        if isinstance(model, AnthropicModel):
+        if isinstance(model, anthropic.AnthropicModel):
             return True
         model = getattr(model, "wrapped", None)
     return False

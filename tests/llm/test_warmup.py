@@ -1,0 +1,117 @@
+"""Start-up warm-up: the configured providers' model modules are loaded before any turn.
+
+Each case runs in a fresh interpreter, since this one has long imported everything: the app is
+started (its lifespan, as uvicorn runs it) on a providers file, and what the process has loaded
+by then is read from `sys.modules`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+OPENAI_ONLY = """
+providers:
+  - {id: demo, kind: demo, models: [{id: scripted}]}
+  - {id: openai, kind: openai, api_key_env: K_OPENAI, models: [{id: gpt, capabilities: [vision]}]}
+"""
+WITH_ANTHROPIC = (
+    OPENAI_ONLY
+    + """\
+  - id: anthropic
+    kind: anthropic
+    api_key_env: K_ANTHROPIC
+    base_url: http://127.0.0.1:9/anthropic
+    models: [{id: claude, capabilities: [vision, document, tool_search]}]
+"""
+)
+
+PROBE = """
+import asyncio, json, sys
+
+from pydantic_ai.messages import ModelMessagesTypeAdapter
+
+from app.llm.factory import build_model
+from app.llm.media_policy import Policy
+from app.main import create_app
+
+
+async def main() -> None:
+    app = create_app()
+    async with app.router.lifespan_context(app):
+        started = {
+            name: name in sys.modules
+            for name in ("anthropic", "app.llm.anthropic_wire", "app.llm.openai_wire")
+        }
+        complete = ModelMessagesTypeAdapter.pydantic_complete
+        registry = app.state.services.registry
+        policy = Policy.of(build_model(registry.get("openai/gpt"), registry))
+    print(json.dumps({
+        "started": started,
+        "adapter_complete": complete,
+        "openai_policy": sorted(policy.capabilities),
+        "anthropic_after_policy": "anthropic" in sys.modules,
+    }))
+
+
+asyncio.run(main())
+"""
+
+
+def started_with(tmp_path: Path, providers: str) -> dict[str, object]:
+    (tmp_path / "providers.yaml").write_text(providers)
+    (tmp_path / "mcp.yaml").write_text("servers: []\n")
+    env = {
+        **os.environ,
+        "HEARTH_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'hearth.db'}",
+        "HEARTH_DATA_DIR": str(tmp_path / "data"),
+        "HEARTH_PROVIDERS_FILE": str(tmp_path / "providers.yaml"),
+        "HEARTH_MCP_FILE": str(tmp_path / "mcp.yaml"),
+        "K_OPENAI": "o",
+        "K_ANTHROPIC": "a",
+    }
+    root = Path(__file__).resolve().parents[2]
+    subprocess.run(
+        [sys.executable, "-m", "app.cli", "migrate"], cwd=root, env=env, check=True, timeout=120
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_only_the_configured_providers_are_loaded_and_before_the_first_turn(
+    tmp_path: Path,
+) -> None:
+    report = started_with(tmp_path, OPENAI_ONLY)
+    assert report["started"] == {
+        "anthropic": False,
+        "app.llm.anthropic_wire": False,
+        "app.llm.openai_wire": True,
+    }
+    assert report["adapter_complete"] is True
+    assert report["openai_policy"] == ["vision"]
+    assert report["anthropic_after_policy"] is False  # asking about a model loads nothing
+
+
+@pytest.mark.slow
+def test_a_configured_anthropic_provider_is_loaded_at_start(tmp_path: Path) -> None:
+    report = started_with(tmp_path, WITH_ANTHROPIC)
+    assert report["started"] == {
+        "anthropic": True,
+        "app.llm.anthropic_wire": True,
+        "app.llm.openai_wire": True,
+    }
+    assert report["adapter_complete"] is True

@@ -7,6 +7,7 @@ building an app is cheap and side-effect free apart from the secret key file on 
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import logging
 from collections.abc import AsyncIterator
@@ -35,6 +36,7 @@ from app.auth.tokens import CSRF_HEADER, TokenCodec
 from app.chat.supervisor import TurnSupervisor
 from app.clock import Clock
 from app.db.engine import create_engine, session_factory
+from app.files.sweep import start_sweep
 from app.knowledge.ingest import Ingestor
 from app.llm.probe import probe_local_providers
 from app.llm.registry import ModelRegistry
@@ -86,6 +88,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
         services.turns.start()
         if services.ingestor is not None:
             services.ingestor.start()  # takes up pending ingestions in the background
+        sweeping = start_sweep(services.sessions, settings.data_dir)
         # Everything built so far lives as long as the process: keep it out of the collector's
         # way, so full collections stay short instead of pausing a turn for hundreds of ms.
         gc.collect()
@@ -93,6 +96,8 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
         try:
             yield
         finally:
+            sweeping.cancel()
+            await asyncio.gather(sweeping, return_exceptions=True)
             await services.turns.close()
             if services.ingestor is not None:
                 await services.ingestor.close()

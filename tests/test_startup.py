@@ -1,8 +1,10 @@
-"""Start-up warm-up: the configured providers' model modules are loaded before any turn.
+"""What a worker does as it starts: load the configured providers' model modules before any
+turn does, and sweep away upload folders that an interrupted process left behind.
 
 Each case runs in a fresh interpreter, since this one has long imported everything: the app is
 started (its lifespan, as uvicorn runs it) on a providers file, and what the process has loaded
-by then is read from `sys.modules`.
+by then is read from `sys.modules`; an orphan upload folder planted before the start must be
+gone soon after it.
 """
 
 from __future__ import annotations
@@ -11,9 +13,13 @@ import json
 import os
 import subprocess
 import sys
+import time
+import uuid
 from pathlib import Path
 
 import pytest
+
+from app.files.sweep import STALE_SECONDS
 
 OPENAI_ONLY = """
 providers:
@@ -32,7 +38,7 @@ WITH_ANTHROPIC = (
 )
 
 PROBE = """
-import asyncio, json, sys
+import asyncio, json, os, sys
 
 from pydantic_ai.messages import ModelMessagesTypeAdapter
 
@@ -51,7 +57,15 @@ async def main() -> None:
         complete = ModelMessagesTypeAdapter.pydantic_complete
         registry = app.state.services.registry
         policy = Policy.of(build_model(registry.get("openai/gpt"), registry))
+        for _ in range(200):
+            if not os.path.exists(os.environ["ORPHAN"]):
+                break
+            await asyncio.sleep(0.05)
+        swept = not os.path.exists(os.environ["ORPHAN"])
+        kept = os.path.exists(os.environ["FRESH"])
     print(json.dumps({
+        "swept": swept,
+        "fresh_kept": kept,
         "started": started,
         "adapter_complete": complete,
         "openai_policy": sorted(policy.capabilities),
@@ -75,7 +89,16 @@ def started_with(tmp_path: Path, providers: str) -> dict[str, object]:
         "K_OPENAI": "o",
         "K_ANTHROPIC": "a",
     }
-    root = Path(__file__).resolve().parents[2]
+    uploads = tmp_path / "data" / "users" / str(uuid.uuid4()) / "uploads"
+    orphan, fresh = uploads / str(uuid.uuid4()), uploads / str(uuid.uuid4())
+    for folder in (orphan, fresh):
+        folder.mkdir(parents=True)
+        (folder / ".partial-x").write_bytes(b"half")
+    aged = time.time() - STALE_SECONDS - 60
+    os.utime(orphan / ".partial-x", (aged, aged))
+    os.utime(orphan, (aged, aged))
+    env |= {"ORPHAN": str(orphan), "FRESH": str(fresh)}
+    root = Path(__file__).resolve().parents[1]
     subprocess.run(
         [sys.executable, "-m", "app.cli", "migrate"], cwd=root, env=env, check=True, timeout=120
     )
@@ -92,7 +115,7 @@ def started_with(tmp_path: Path, providers: str) -> dict[str, object]:
 
 
 @pytest.mark.slow
-def test_only_the_configured_providers_are_loaded_and_before_the_first_turn(
+def test_only_the_configured_providers_are_loaded_and_orphan_uploads_are_swept(
     tmp_path: Path,
 ) -> None:
     report = started_with(tmp_path, OPENAI_ONLY)
@@ -102,6 +125,7 @@ def test_only_the_configured_providers_are_loaded_and_before_the_first_turn(
         "app.llm.openai_wire": True,
     }
     assert report["adapter_complete"] is True
+    assert (report["swept"], report["fresh_kept"]) == (True, True)
     assert report["openai_policy"] == ["vision"]
     assert report["anthropic_after_policy"] is False  # asking about a model loads nothing
 

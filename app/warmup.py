@@ -5,8 +5,9 @@ loop: importing the Anthropic SDK with pydantic-ai's Anthropic model (about 1.3 
 machine), hearth's OpenAI-compatible model class (about 80 ms), and the schema of pydantic-ai's
 message adapter that stores every round (about 45 ms). Every other request in the process waits
 while that happens, so the first burst after a start would stall for over a second. Start-up
-pays instead. Only the provider kinds the registry configures are imported: a service with no
-Anthropic provider never loads that SDK.
+pays instead. Only the kinds of providers that can serve are imported: one whose API key is
+missing never can in this process (keys are read from the environment), so a service without
+an Anthropic key never loads that SDK.
 """
 
 from __future__ import annotations
@@ -20,8 +21,12 @@ from app.llm.registry import ModelRegistry
 
 
 def warm_up(registry: ModelRegistry) -> None:
-    """Import the configured providers' model modules and build the message adapter."""
-    kinds = {provider.kind for provider in registry.providers}
+    """Import the model modules of the providers that can serve, and build the message adapter."""
+    kinds = {
+        provider.kind
+        for provider in registry.providers
+        if provider.api_key_env is None or registry.api_key(provider) is not None
+    }
     for module in sorted({WIRE_MODULES[kind] for kind in kinds if kind in WIRE_MODULES}):
         importlib.import_module(module)
     ModelMessagesTypeAdapter.rebuild()

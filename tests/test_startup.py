@@ -77,7 +77,7 @@ asyncio.run(main())
 """
 
 
-def started_with(tmp_path: Path, providers: str) -> dict[str, object]:
+def started_with(tmp_path: Path, providers: str, **keys: str) -> dict[str, object]:
     (tmp_path / "providers.yaml").write_text(providers)
     (tmp_path / "mcp.yaml").write_text("servers: []\n")
     env = {
@@ -87,7 +87,7 @@ def started_with(tmp_path: Path, providers: str) -> dict[str, object]:
         "HEARTH_PROVIDERS_FILE": str(tmp_path / "providers.yaml"),
         "HEARTH_MCP_FILE": str(tmp_path / "mcp.yaml"),
         "K_OPENAI": "o",
-        "K_ANTHROPIC": "a",
+        **keys,
     }
     uploads = tmp_path / "data" / "users" / str(uuid.uuid4()) / "uploads"
     orphan, fresh = uploads / str(uuid.uuid4()), uploads / str(uuid.uuid4())
@@ -132,10 +132,20 @@ def test_only_the_configured_providers_are_loaded_and_orphan_uploads_are_swept(
 
 @pytest.mark.slow
 def test_a_configured_anthropic_provider_is_loaded_at_start(tmp_path: Path) -> None:
-    report = started_with(tmp_path, WITH_ANTHROPIC)
+    report = started_with(tmp_path, WITH_ANTHROPIC, K_ANTHROPIC="a")
     assert report["started"] == {
         "anthropic": True,
         "app.llm.anthropic_wire": True,
         "app.llm.openai_wire": True,
     }
     assert report["adapter_complete"] is True
+
+
+@pytest.mark.slow
+def test_a_provider_without_its_key_is_not_loaded(tmp_path: Path) -> None:
+    report = started_with(tmp_path, WITH_ANTHROPIC)  # K_ANTHROPIC is not set
+    assert report["started"] == {
+        "anthropic": False,
+        "app.llm.anthropic_wire": False,
+        "app.llm.openai_wire": True,
+    }

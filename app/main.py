@@ -81,7 +81,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        warm_up(services.registry)
+        warm_up(services.registry, services.models)
         probe = probe_local_providers(services.registry)
         if services.mcp is not None:
             await services.mcp.start()  # each server starts in the background

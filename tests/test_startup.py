@@ -1,5 +1,6 @@
-"""What a worker does as it starts: load the configured providers' model modules before any
-turn does, and sweep away upload folders that an interrupted process left behind.
+"""What a worker does as it starts: load the configured providers' model modules and build the
+available models before any turn does, and sweep away upload folders that an interrupted process
+left behind.
 
 Each case runs in a fresh interpreter, since this one has long imported everything: the app is
 started (its lifespan, as uvicorn runs it) on a providers file, and what the process has loaded
@@ -56,6 +57,7 @@ async def main() -> None:
         }
         complete = ModelMessagesTypeAdapter.pydantic_complete
         registry = app.state.services.registry
+        built = sorted(m.id for m in registry.models() if m.id in app.state.services.models)
         policy = Policy.of(build_model(registry.get("openai/gpt"), registry))
         for _ in range(200):
             if not os.path.exists(os.environ["ORPHAN"]):
@@ -68,6 +70,7 @@ async def main() -> None:
         "fresh_kept": kept,
         "started": started,
         "adapter_complete": complete,
+        "built": built,
         "openai_policy": sorted(policy.capabilities),
         "anthropic_after_policy": "anthropic" in sys.modules,
     }))
@@ -125,6 +128,7 @@ def test_only_the_configured_providers_are_loaded_and_orphan_uploads_are_swept(
         "app.llm.openai_wire": True,
     }
     assert report["adapter_complete"] is True
+    assert report["built"] == ["demo/scripted", "openai/gpt"]
     assert (report["swept"], report["fresh_kept"]) == (True, True)
     assert report["openai_policy"] == ["vision"]
     assert report["anthropic_after_policy"] is False  # asking about a model loads nothing
@@ -139,6 +143,7 @@ def test_a_configured_anthropic_provider_is_loaded_at_start(tmp_path: Path) -> N
         "app.llm.openai_wire": True,
     }
     assert report["adapter_complete"] is True
+    assert report["built"] == ["anthropic/claude", "demo/scripted", "openai/gpt"]
 
 
 @pytest.mark.slow
@@ -149,3 +154,4 @@ def test_a_provider_without_its_key_is_not_loaded(tmp_path: Path) -> None:
         "app.llm.anthropic_wire": False,
         "app.llm.openai_wire": True,
     }
+    assert report["built"] == ["demo/scripted", "openai/gpt"]

@@ -69,6 +69,10 @@ class ModelCache:
     def __init__(self) -> None:
         self._models: dict[tuple[str, str | None, str | None], Model] = {}
 
+    def __contains__(self, model_id: object) -> bool:
+        """Whether a model of this id has been built."""
+        return any(key[0] == model_id for key in self._models)
+
     def get(self, model: ModelInfo, registry: ModelRegistry) -> Model:
         key = (model.id, model.base_url, registry.api_key(model.provider))
         built = self._models.get(key)

@@ -13,7 +13,10 @@ Since the provider's part is fixed, whatever a client sees beyond it is hearth's
     message of history. The figure is each pair's ratio, hearth over provider; target: p50 of
     the ratios <= 1.05. A shorter series then pairs direct requests with pydantic-ai alone in
     this process (the model class and client hearth uses, no HTTP server, no database): the
-    part of the ratio that is the library's.
+    part of the ratio that is the library's. Before the series, `WARMUP_PAIRS` (5) pairs are
+    run and not counted; their times are printed, since the first of them is the first turn
+    the server serves after it started (what a start-up leaves to build on first use shows
+    there). No target.
 
 (b) Concurrent turns. For each of `--concurrency` (50, 100, 200): that many chats are created,
     a connection opened for each, and all turns are sent at once, each with its own content.
@@ -492,9 +495,10 @@ async def part_a(stack: Stack, account: Account, args: argparse.Namespace) -> bo
         assert direct is not None and turn is not None
         return direct, turn
 
+    warm: list[tuple[DirectOutcome, TurnOutcome]] = []
     try:
         for index in range(WARMUP_PAIRS):
-            await one_pair(index, "Warm-up turn")
+            warm.append(await one_pair(index, "Warm-up turn"))
         started = time.monotonic()
         for index in range(args.sequential):
             if time.monotonic() - started > args.time_limit:
@@ -513,6 +517,12 @@ async def part_a(stack: Stack, account: Account, args: argparse.Namespace) -> bo
         hearth.close()
         fake.close()
 
+    print(
+        "\n(a) the first turns after the server started (the warm-up pairs, not counted below), "
+        "time to first text in ms:\n"
+        f"    hearth  {', '.join(ms(t.ttft) if t.ttft is not None else '-' for _, t in warm)}\n"
+        f"    direct  {', '.join(ms(d.ttft) if d.ttft is not None else '-' for d, _ in warm)}"
+    )
     good = [(d, t) for d, t in pairs if d.ttft is not None and t.ttft is not None]
     provider = [d.ttft for d, _ in good if d.ttft is not None]
     ours = [t.ttft for _, t in good if t.ttft is not None]

@@ -8,38 +8,29 @@ the schema of pydantic-ai's message adapter that stores every round (about 45 ms
 request in the process waits while that happens: the first turn after a start took 1.6-2.6 s
 to its first text instead of 0.23 s. Start-up pays instead.
 
-Only what can serve is built: the models the registry reports available now. A provider whose
-API key is not set never can in this process (keys are read from the environment), so without
-an Anthropic key that SDK is never loaded. Local servers (LM Studio, Ollama) become available
-only once a probe reaches them, so their modules are imported (cheap, shared with OpenAI) and
-their models are built on first use. A model that fails to build is left for its first turn,
-which reports why.
+Only what can serve is built: the models the registry reports available now, each importing
+its provider's modules as it is built. A provider whose API key is not set never can serve in
+this process (keys are read from the environment), so without an Anthropic key that SDK is
+never loaded. Local servers (LM Studio, Ollama) become available only once a probe reaches
+them, so their models are built on first use. A model that fails to build is left for its
+first turn, which reports why.
 """
 
 from __future__ import annotations
 
-import importlib
 import logging
 
 from pydantic_ai.messages import ModelMessagesTypeAdapter
 
 from app.chat.turns import turn_agent
-from app.llm.factory import WIRE_MODULES, ModelCache
+from app.llm.factory import ModelCache
 from app.llm.registry import ModelRegistry
 
 log = logging.getLogger("hearth.warmup")
 
 
 def warm_up(registry: ModelRegistry, models: ModelCache) -> None:
-    """Import the model modules of the providers that can serve, build the available models
-    and their agents, and build the message adapter."""
-    kinds = {
-        provider.kind
-        for provider in registry.providers
-        if provider.api_key_env is None or registry.api_key(provider) is not None
-    }
-    for module in sorted({WIRE_MODULES[kind] for kind in kinds if kind in WIRE_MODULES}):
-        importlib.import_module(module)
+    """Build the available models and their agents, and the message adapter."""
     for model in registry.models():
         if registry.is_available(model):
             try:

@@ -24,13 +24,6 @@ from app.llm.registry import ModelInfo, ModelRegistry
 MAX_RETRIES = 3
 REQUEST_TIMEOUT_SECONDS = 300.0
 OPENAI_COMPATIBLE = frozenset({"openai", "openrouter", "lmstudio", "ollama"})
-# Where each kind's model class lives: imported when a model is first built, or up front by
-# `app.warmup` for the kinds a registry configures (the Anthropic SDK alone takes a second).
-WIRE_MODULES = {
-    "anthropic": "app.llm.anthropic_wire",
-    "moonshot": "app.llm.openai_wire",
-    **dict.fromkeys(OPENAI_COMPATIBLE, "app.llm.openai_wire"),
-}
 
 
 class ModelUnavailable(Exception):

@@ -392,13 +392,13 @@ function setRunning(running) {
 }
 
 async function newChat() {
-  stopPolling();
   const view = ++state.view;
   await attempt(() =>
     switching(async () => {
       const chat = await api.createChat($("model-picker").value || undefined);
       state.chats.unshift(chat);
       if (view !== state.view) return drawChats(); // the reader went elsewhere meanwhile
+      stopPolling();
       showChat({ ...chat, messages: [], running: false }, []);
       $("composer-input").focus();
       announce("New chat started.");

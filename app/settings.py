@@ -38,6 +38,15 @@ class Settings(BaseSettings):
     session_idle_days: float = Field(default=7, gt=0)
     session_max_days: float = Field(default=30, gt=0)
     login_max_failures: int = Field(default=5, ge=1)
+    """Failed sign-ins per (email, client address) per 15 minutes before 429."""
+    login_max_failures_per_address: int = Field(default=50, ge=1)
+    """Failed sign-ins from one client address, any email, per 15 minutes before 429."""
+    registrations_per_hour: int = Field(default=20, ge=1)
+    """Sign-ups per client address per hour before 429."""
+    trusted_proxies: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    """Addresses whose `X-Forwarded-For` / `Forwarded` headers name the client; nobody else's."""
+    user_storage_bytes: int = Field(default=10 * 1024**3, gt=0)
+    """All of one user's files together; an upload or a write past it is 413 and keeps nothing."""
     max_rounds: int = Field(default=25, ge=1)
     turn_lease_seconds: int = Field(default=30, ge=1)
     compact_threshold: float = Field(default=0.6, gt=0, le=1)
@@ -53,6 +62,13 @@ class Settings(BaseSettings):
     def _split_origins(cls, value: object) -> object:
         if isinstance(value, str):
             return [part.strip().rstrip("/") for part in value.split(",") if part.strip()]
+        return value
+
+    @field_validator("trusted_proxies", mode="before")
+    @classmethod
+    def _split_proxies(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
         return value
 
     @field_validator("cookie_samesite", mode="before")

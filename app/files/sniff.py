@@ -2,7 +2,9 @@
 
 The formats a model may see (WIRE.md §3) are matched here by their exact signatures first, so
 what decides whether a file reaches a model never depends on a library's heuristics. SVG is
-recognised next, because it is text that a browser would run as a document. Everything else
+recognised next, because it is text that a browser would run as a document. Everything here runs
+on untrusted bytes, at upload, on every download and in `read_file`, so it looks at a bounded
+prefix (`SNIFF_BYTES`) with code that is linear in it: no regular expression that can backtrack. Everything else
 goes to `filetype`; what is left is `text/plain` when it decodes as UTF-8 without a NUL, else
 `application/octet-stream`.
 """
@@ -11,7 +13,6 @@ from __future__ import annotations
 
 import codecs
 import os
-import re
 from pathlib import Path
 
 import filetype
@@ -45,15 +46,63 @@ _MP4_BRANDS = frozenset(
     | {b"M4V ", b"M4VH", b"M4VP", b"MSNV", b"NDAS", b"XAVC"}
 )
 
-# An optional BOM and XML prolog (declaration, comments, processing instructions, a doctype
-# with or without an internal subset), then the root element `<svg`.
-_SVG = re.compile(
-    rb"\A(?:\xef\xbb\xbf)?\s*"
-    rb"(?:<\?xml\b[^>]*\?>\s*)?"
-    rb"(?:(?:<!--.*?-->|<\?.*?\?>|<!DOCTYPE\b[^\[>]*(?:\[.*?\])?\s*>)\s*)*"
-    rb"<svg[\s>/]",
-    re.DOTALL,
-)
+_WHITESPACE = b" \t\n\r\f\v"
+_BOM = b"\xef\xbb\xbf"
+_SVG_ROOT_ENDS = frozenset(b" \t\n\r\f\v>/")
+
+
+def _skip_whitespace(head: bytes, at: int) -> int:
+    while at < len(head) and head[at] in _WHITESPACE:
+        at += 1
+    return at
+
+
+def _is_svg(head: bytes) -> bool:
+    """Whether `head` is an XML prolog followed by the root element `<svg`.
+
+    The prolog is an optional BOM and XML declaration, then comments, processing instructions
+    and a doctype (with or without an internal subset) in any order, each ending where XML ends
+    it (the first `-->`, `?>`, or `]` then `>`). It is walked from left to right with `find`, each byte looked at a bounded number of times, so the cost is linear in
+    `head` whatever it holds: a regular expression with a repeated group of lazy parts
+    backtracks exponentially on an unclosed comment.
+    """
+    at = len(_BOM) if head.startswith(_BOM) else 0
+    while at >= 0:
+        at = _skip_whitespace(head, at)
+        if head.startswith(b"<svg", at):
+            return len(head) > at + 4 and head[at + 4] in _SVG_ROOT_ENDS
+        if head.startswith(b"<!--", at):
+            end = head.find(b"-->", at + 4)
+            at = -1 if end < 0 else end + 3
+        elif head.startswith(b"<?", at):
+            end = head.find(b"?>", at + 2)
+            at = -1 if end < 0 else end + 2
+        elif head.startswith(b"<!DOCTYPE", at):
+            at = _doctype_end(head, at + len(b"<!DOCTYPE"))
+        else:
+            return False
+    return False
+
+
+def _doctype_end(head: bytes, at: int) -> int:
+    """Where a doctype whose name starts at `at` ends, or -1 when it does not end in `head`.
+
+    As XML has it: anything but `[` and `>`, then an optional internal subset closed by the
+    first `]` that only whitespace separates from the doctype's `>`.
+    """
+    follower = head[at : at + 1]
+    if follower.isalnum() or follower == b"_":
+        return -1  # `<!DOCTYPEx`: another word, not a doctype
+    close, subset = head.find(b">", at), head.find(b"[", at)
+    if subset < 0 or 0 <= close < subset:
+        return -1 if close < 0 else close + 1
+    end = head.find(b"]", subset + 1)
+    while end >= 0:
+        after = _skip_whitespace(head, end + 1)
+        if head.startswith(b">", after):
+            return after + 1
+        end = head.find(b"]", end + 1)
+    return -1
 
 
 def _ftyp(head: bytes) -> str | None:
@@ -95,7 +144,7 @@ def sniff(head: bytes) -> str:
     known = _signature(head)
     if known is not None:
         return known
-    if _SVG.match(head):
+    if _is_svg(head):
         return "image/svg+xml"
     guessed = filetype.guess_mime(head) if head else None
     if guessed:

@@ -10,11 +10,13 @@ import argparse
 import asyncio
 import sys
 
+from pydantic import ValidationError
 from sqlalchemy import select
 
 from app.config_errors import ConfigError
 from app.db.engine import create_engine, session_factory
 from app.db.migrate import upgrade
+from app.files.data_dir import DataDirMismatch
 from app.settings import Settings
 
 
@@ -29,8 +31,6 @@ async def _migrate(settings: Settings) -> None:
 async def _create_user(
     settings: Settings, email: str, password: str, admin: bool, display_name: str | None
 ) -> str:
-    from pydantic import ValidationError
-
     from app.api.schemas.users import RegisterIn
     from app.auth.passwords import hash_password
     from app.clock import Clock
@@ -56,6 +56,16 @@ async def _create_user(
             db.add(user)
             await db.commit()
             return str(user.id)
+    finally:
+        await engine.dispose()
+
+
+async def _claim_data_dir(settings: Settings) -> None:
+    from app.main import claim_data_dir
+
+    engine = create_engine(settings.database_url)
+    try:
+        await claim_data_dir(engine, settings)
     finally:
         await engine.dispose()
 
@@ -92,8 +102,11 @@ def main(argv: list[str] | None = None) -> None:
             print(f"created user {user_id}")
         elif args.command == "serve":
             _serve(settings, args.host, args.port, args.workers)
-    except ConfigError as exc:
+    except (ConfigError, DataDirMismatch) as exc:
         sys.exit(f"hearth: configuration error: {exc}")
+    except ValidationError as exc:
+        problems = "; ".join(problem["msg"] for problem in exc.errors())
+        sys.exit(f"hearth: configuration error: {problems}")
 
 
 def _serve(settings: Settings, host: str, port: int, workers: int) -> None:
@@ -103,6 +116,7 @@ def _serve(settings: Settings, host: str, port: int, workers: int) -> None:
 
     if settings.auto_migrate:
         asyncio.run(_migrate(settings))
+    asyncio.run(_claim_data_dir(settings))
     settings.signing_key  # noqa: B018  (create the secret once, before workers race for it)
     if workers > 1:
         uvicorn.run("app.main:app", host=host, port=port, workers=workers, proxy_headers=True)

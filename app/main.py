@@ -16,6 +16,8 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.api import (
     approvals,
@@ -36,6 +38,7 @@ from app.auth.tokens import CSRF_HEADER, TokenCodec
 from app.chat.supervisor import TurnSupervisor
 from app.clock import Clock
 from app.db.engine import create_engine, session_factory
+from app.files.data_dir import claim
 from app.files.sweep import start_sweep
 from app.knowledge.ingest import Ingestor
 from app.llm.probe import probe_local_providers
@@ -74,6 +77,18 @@ def build_services(settings: Settings, clock: Clock | None = None) -> Services:
     )
 
 
+async def claim_data_dir(engine: AsyncEngine, settings: Settings) -> None:
+    """Bind the data dir to the database before any file is touched (`app.files.data_dir`).
+
+    A mismatch stops start-up. A database that does not answer yet leaves the check to the next
+    start: the service starts either way, answering `/readyz` 503 until the database does.
+    """
+    try:
+        await claim(engine, settings.database_url, settings.data_dir)
+    except (SQLAlchemyError, OSError) as exc:
+        log.warning("data dir not checked against the database: %s", exc)
+
+
 def create_app(settings: Settings | None = None, *, clock: Clock | None = None) -> FastAPI:
     settings = settings or Settings()
     services = build_services(settings, clock)
@@ -81,6 +96,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        await claim_data_dir(services.engine, settings)
         warm_up(services.registry, services.models)
         probe = probe_local_providers(services.registry)
         if services.mcp is not None:
@@ -88,7 +104,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
         services.turns.start()
         if services.ingestor is not None:
             services.ingestor.start()  # takes up pending ingestions in the background
-        sweeping = start_sweep(services.sessions, settings.data_dir)
+        sweeping = start_sweep(settings.data_dir)
         # Everything built so far lives as long as the process: keep it out of the collector's
         # way, so full collections stay short instead of pausing a turn for hundreds of ms.
         gc.collect()

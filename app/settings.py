@@ -82,6 +82,17 @@ class Settings(BaseSettings):
             raise ValueError("HEARTH_COOKIE_SAMESITE=none needs HEARTH_COOKIE_SECURE=true")
         return self
 
+    @model_validator(mode="after")
+    def _origins_are_named(self) -> Settings:
+        # Credentials go with every allowed origin, so a wildcard would let any site act as
+        # the signed-in user: each origin must be named.
+        if any("*" in origin for origin in self.allowed_origins):
+            raise ValueError(
+                "HEARTH_ALLOWED_ORIGINS cannot hold '*': cross-origin requests carry the "
+                "user's cookies, so name each origin (https://app.example.com,...)"
+            )
+        return self
+
     @property
     def is_sqlite(self) -> bool:
         return self.database_url.startswith("sqlite")

@@ -25,7 +25,7 @@ from app.clock import ShiftedClock
 from app.db.base import Base
 from app.db.engine import create_engine
 from app.db.migrate import upgrade
-from app.db.models import User
+from app.db.models import Installation, User
 from app.main import create_app
 from app.services import Services
 from app.settings import Settings
@@ -87,7 +87,12 @@ async def services(server: tuple[str, Services], clock: ShiftedClock) -> AsyncIt
 
 
 async def _empty_tables(engine: AsyncEngine) -> None:
-    tables = [table.name for table in reversed(Base.metadata.sorted_tables)]
+    # The installation row is the database's identity, which the data dir records: it stays.
+    tables = [
+        table.name
+        for table in reversed(Base.metadata.sorted_tables)
+        if table.name != Installation.__tablename__
+    ]
     async with engine.begin() as connection:
         if engine.dialect.name == "postgresql":
             await connection.execute(text(f"TRUNCATE {', '.join(tables)} CASCADE"))

@@ -7,6 +7,8 @@ a busy timeout (writers wait instead of failing). PostgreSQL needs nothing speci
 
 from __future__ import annotations
 
+import contextlib
+import os
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +22,26 @@ from sqlalchemy.ext.asyncio import (
 )
 
 
-def ensure_sqlite_dir(url: str) -> None:
-    """Create the folder of a file-backed SQLite database so a fresh checkout just starts."""
+def sqlite_file(url: str) -> Path | None:
+    """The file of a file-backed SQLite database URL, else None."""
     parsed = make_url(url)
-    if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
-        Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return None
+    if parsed.database.startswith("file:"):
+        return None  # a URI filename: whoever wrote it chose how it is opened
+    return Path(parsed.database)
+
+
+def ensure_sqlite_dir(url: str) -> None:
+    """Create a file-backed SQLite database's folder (0700) and file (0600), so a fresh
+    checkout just starts and nobody else on the machine can read it (SQLite gives its WAL
+    and shared-memory files the database file's permissions)."""
+    path = sqlite_file(url)
+    if path is None:
+        return
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:

@@ -2,11 +2,13 @@
 
 The formats a model may see (WIRE.md §3) are matched here by their exact signatures first, so
 what decides whether a file reaches a model never depends on a library's heuristics. SVG is
-recognised next, because it is text that a browser would run as a document. Everything here runs
-on untrusted bytes, at upload, on every download and in `read_file`, so it looks at a bounded
-prefix (`SNIFF_BYTES`) with code that is linear in it: no regular expression that can backtrack. Everything else
+recognised next, because it is text that a browser would run as a document. Everything else
 goes to `filetype`; what is left is `text/plain` when it decodes as UTF-8 without a NUL, else
 `application/octet-stream`.
+
+All of it runs on untrusted bytes, at upload, on every download and in `read_file`, so it looks
+at a bounded prefix (`SNIFF_BYTES`) with code that is linear in it: no regular expression that
+can backtrack.
 """
 
 from __future__ import annotations
@@ -61,10 +63,11 @@ def _is_svg(head: bytes) -> bool:
     """Whether `head` is an XML prolog followed by the root element `<svg`.
 
     The prolog is an optional BOM and XML declaration, then comments, processing instructions
-    and a doctype (with or without an internal subset) in any order, each ending where XML ends
-    it (the first `-->`, `?>`, or `]` then `>`). It is walked from left to right with `find`, each byte looked at a bounded number of times, so the cost is linear in
-    `head` whatever it holds: a regular expression with a repeated group of lazy parts
-    backtracks exponentially on an unclosed comment.
+    and a doctype (with or without an internal subset) in any order, each ending where XML
+    ends it (the first `-->`, `?>`, or `]` then `>`). It is walked from left to right with
+    `find`, each byte looked at a bounded number of times, so the cost is linear in `head`
+    whatever it holds: a regular expression with a repeated group of lazy parts backtracks
+    exponentially on an unclosed comment.
     """
     at = len(_BOM) if head.startswith(_BOM) else 0
     while at >= 0:

@@ -27,6 +27,8 @@ from typing import BinaryIO
 from app.files.sniff import SNIFF_BYTES, sniff
 
 UPLOADS_DIR = "uploads"
+PARTIAL_PREFIX = ".partial-"
+"""The name of an upload's temporary file starts so (`app.files.sweep` removes stale ones)."""
 MAX_NAME_BYTES = 255
 MAX_EXTENSION_BYTES = 32
 FALLBACK_NAME = "file"
@@ -97,7 +99,7 @@ class IncomingFile:
         self.mime = ""
         self.folder = upload_folder(root, self.id)
         self.folder.mkdir(parents=True)
-        fd, temporary = tempfile.mkstemp(dir=self.folder, prefix=".partial-")
+        fd, temporary = tempfile.mkstemp(dir=self.folder, prefix=PARTIAL_PREFIX)
         self._temporary = Path(temporary)
         self._handle: BinaryIO | None = os.fdopen(fd, "wb")
         self._sha256 = hashlib.sha256()

@@ -26,6 +26,7 @@ from python_multipart.exceptions import FormParserError
 from python_multipart.multipart import MultipartParser, parse_options_header
 
 from app.api.limits import DRAIN_LIMIT
+from app.files.quota import Allowance
 from app.files.uploads import IncomingFile, TooLarge
 
 FILE_FIELD = "file"
@@ -63,9 +64,14 @@ def boundary_of(content_type: str | None) -> bytes:
 class UploadForm:
     """The parser's callbacks, and what they have received so far."""
 
-    def __init__(self, boundary: bytes, root: Path, limit: int) -> None:
+    def __init__(
+        self, boundary: bytes, root: Path, limit: int, allowance: Allowance | None = None
+    ) -> None:
         self.root = root
         self.limit = limit
+        self.allowance = allowance
+        """The owner's storage quota: every file of the request together must fit in it."""
+        self.received = 0
         self.files: list[IncomingFile] = []
         self.chat_id: str | None = None
         self.complete = False
@@ -146,6 +152,9 @@ class UploadForm:
 
     def _part_data(self, data: bytes, start: int, end: int) -> None:
         if self._file is not None:
+            if self.allowance is not None:
+                self.allowance.check(self.received + end - start)
+            self.received += end - start
             self._file.write(data[start:end])
         elif self._field is not None:
             self._field += data[start:end]

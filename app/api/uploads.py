@@ -30,6 +30,7 @@ from app.api.schemas.uploads import UPLOAD_FORM, UploadOut, UploadPage
 from app.auth.sessions import Authenticated
 from app.chat import views
 from app.db.models import Chat, Upload
+from app.files.quota import allowance
 from app.files.roots import user_root
 from app.files.uploads import TooLarge, remove_upload
 from app.knowledge.ingest import is_document
@@ -81,11 +82,12 @@ async def create_uploads(request: Request, auth: BriefAuth, services: ServicesDe
     """Upload one or more files (multipart `file` parts), optionally filed under a chat."""
     settings = services.settings
     root = await anyio.to_thread.run_sync(user_root, settings.data_dir, auth.user.id)
+    room = await anyio.to_thread.run_sync(allowance, root, settings.user_storage_bytes)
     try:
         form = await read_upload_form(
             request.headers.get("content-type"),
             request.stream(),
-            lambda boundary: UploadForm(boundary, root, settings.max_upload_bytes),
+            lambda boundary: UploadForm(boundary, root, settings.max_upload_bytes, room),
         )
     except FormError as exc:
         raise unprocessable(exc.loc, str(exc)) from exc

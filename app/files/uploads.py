@@ -45,8 +45,8 @@ _HASHERS = ThreadPoolExecutor(max_workers=4, thread_name_prefix="hearth-upload-h
 class TooLarge(Exception):
     """A file went past the per-file size limit while it was being written."""
 
-    def __init__(self, limit: int) -> None:
-        super().__init__(f"a file is over the upload limit of {limit} bytes")
+    def __init__(self, limit: int, message: str | None = None) -> None:
+        super().__init__(message or f"a file is over the upload limit of {limit} bytes")
         self.limit = limit
 
 

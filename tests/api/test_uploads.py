@@ -210,6 +210,42 @@ async def test_a_file_over_the_limit_is_413_and_nothing_is_kept(
     assert await count_rows(services) == 1
 
 
+async def test_uploads_past_the_storage_quota_are_413_and_keep_nothing(
+    user: Client, new_user: NewUser, services: Services
+) -> None:
+    services.settings = services.settings.model_copy(update={"user_storage_bytes": 3000})
+    root = user_root(services.settings.data_dir, user.user["id"])
+    (root / "notes").mkdir(parents=True, exist_ok=True)
+    (root / "notes" / "draft.md").write_bytes(b"w" * 1000)  # a tool's file counts too
+    assert await upload_one(user, "a.bin", b"x" * 1500)
+    before = uploads_on_disk(services, user)
+
+    body, headers = form(file_part("b.txt", TEXT), file_part("c.bin", b"y" * 500))
+    response = await user.post("/api/uploads", content=body, headers=headers)
+
+    assert response.status_code == 413
+    detail = response.json()["detail"]
+    assert "storage quota of 2.9 KiB" in detail and "2.4 KiB in use" in detail, detail
+    assert uploads_on_disk(services, user) == before
+    assert await count_rows(services) == 1
+    assert await upload_one(user, "d.bin", b"z" * 500)  # what still fits is taken
+    assert await upload_one(
+        await new_user(), "e.bin", b"o" * 2500
+    )  # each user has a quota of their own
+
+
+async def test_a_large_body_past_the_quota_is_refused_while_streaming(
+    user: Client, services: Services
+) -> None:
+    services.settings = services.settings.model_copy(update={"user_storage_bytes": 1024 * 1024})
+    body, headers = form(file_part("big.bin", secrets.token_bytes(8 * 1024 * 1024)))
+    response = await user.post("/api/uploads", content=body, headers=headers)
+    assert response.status_code == 413
+    assert "storage quota of 1 MiB" in response.json()["detail"]
+    assert uploads_on_disk(services, user) == []
+    assert await count_rows(services) == 0
+
+
 async def test_a_large_body_over_the_limit_is_refused_while_streaming(
     user: Client, services: Services
 ) -> None:

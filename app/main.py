@@ -34,6 +34,7 @@ from app.api import (
 )
 from app.api.json import OrjsonResponse
 from app.api.limits import BodyLimitMiddleware
+from app.api.request_id import RequestIdMiddleware, current_request_id
 from app.auth.tokens import CSRF_HEADER, TokenCodec
 from app.chat.supervisor import TurnSupervisor
 from app.clock import Clock
@@ -149,8 +150,19 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
-        log.exception("unhandled error on %s %s", request.method, request.url.path)
-        return JSONResponse({"detail": "internal error"}, status_code=500)
+        request_id = current_request_id() or "-"
+        log.exception(
+            "unhandled error on %s %s (request %s)",
+            request.method,
+            request.url.path,
+            request_id,
+            extra={"request_id": request_id},
+        )
+        return JSONResponse(
+            {"detail": f"internal error (request {request_id})"},
+            status_code=500,
+            headers={"X-Request-ID": request_id},
+        )
 
     app.add_middleware(BodyLimitMiddleware, exempt=("/api/uploads",))
     if settings.allowed_origins:
@@ -161,6 +173,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
             allow_methods=["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"],
             allow_headers=["Content-Type", CSRF_HEADER],
         )
+    app.add_middleware(RequestIdMiddleware)  # outermost: every answer carries the id
     return app
 
 

@@ -1,7 +1,9 @@
 """`POST /api/chats/{id}/compact`: a summary on request.
 
-The chat's turn lease is held while the summary is made, so no turn starts meanwhile (and none
-may be running: 409). A summary request that fails answers 502 and leaves the chat as it was.
+The chat's turn lease is held while the summary is made, and renewed by the turn supervisor
+for as long as the summary request runs, so no turn starts meanwhile (and none may be running:
+409). A summary request that fails answers 502 with the provider's answer, or a plain sentence
+when the failure was not one, and leaves the chat as it was.
 """
 
 from __future__ import annotations
@@ -48,7 +50,8 @@ async def compact_chat(
         raise HTTPException(409, "a turn is running in this chat")
     await db.commit()
     try:
-        made = await summarise(services, chat_id, model)
+        async with services.turns.holding(owner):
+            made = await summarise(services, chat_id, model)
     except NothingToCover:
         raise unprocessable(
             ("path", "chat_id"), "nothing to summarise: the chat is within the kept window"

@@ -14,7 +14,9 @@ turns and makes golden wire tests possible.
   `chat_llm_tools` row. A call left `running` by a crash, or `cancelled` by a stop, is answered
   as interrupted rather than dropped, so the provider always sees each call paired with its
   result. A `pending` call (a turn paused for approvals) is left unanswered: only the resumed
-  turn exists then, and pydantic-ai answers it from the user's decisions.
+  turn exists then, and pydantic-ai answers it from the user's decisions. A call is found by its
+  id in bounded form (`app.chat.stored_text.bounded`), the form its row keeps; the request
+  carries the id exactly as the stored response has it.
 - The `activate_tools` return that activated groups still anchored at its message
   (`activated_tools` rows) carries them in its metadata, where each model class renders the
   activation its own way (WIRE.md §2); after a reset it is the plain answer again. Activations
@@ -44,6 +46,7 @@ from pydantic_ai.messages import (
 )
 
 from app.chat.rows import StoredMessage, StoredToolCall
+from app.chat.stored_text import bounded
 from app.llm.dtl import ACTIVATED_KEY, MEDIA_KEY, MESSAGE_ID_KEY
 from app.tools.activation import ACTIVATE_TOOLS
 
@@ -121,7 +124,7 @@ def _tool_returns(
     by_id = {call.tool_call_id: call for call in row.tool_calls}
     for part in response.parts:
         if isinstance(part, ToolCallPart):
-            call = by_id.get(part.tool_call_id)
+            call = by_id.get(bounded(part.tool_call_id))
             if call is not None and call.status == "pending":
                 continue
             yield _tool_return(part, call, row, anchored)

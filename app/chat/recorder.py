@@ -17,21 +17,42 @@ A pydantic-ai capability, so it sees every round whichever way the run is driven
   row gets its preview when the call is made), and when the turn resumes from the user's
   decisions the same row goes on: `running` -> `done` / `failed`, or `rejected`.
 
-When a turn ends abnormally the turn runner calls `abort`, which closes whatever is open.
+When a turn ends abnormally the turn runner calls `abort`, which closes whatever is open, and
+whatever way it ends `close_leftovers` fails any call of the chat still `running`: no row outlives
+its turn in a state that says it is still going.
 Every write is its own short transaction: what happened is stored as soon as it happened.
+
+What a model sends is screened before anything runs (`_screen_calls`), so no call of its can
+break the bookkeeping that pairs calls with rows and results:
+- a tool call id used twice in one response: the later call gets a derived id (`<id>-2`) and is
+  answered as an error without running. Sending the id back as received would give the provider
+  two results for one id (Anthropic refuses a message whose tool_use ids repeat, so every later
+  request of the chat would fail); the derived id goes into the stored response, so every later
+  request replays the same, valid, exchange;
+- a tool call id longer than the 200 characters a row holds is answered as an error without
+  running (it could not be approved or matched by its stored form); the row keeps a bounded form
+  of it (`app.chat.stored_text.bounded`), while the stored response keeps the id exactly as the
+  provider sent it, which is what goes back on the wire, paired with the row by the same bound.
+  A tool name that long names no tool: pydantic-ai answers it as unknown; the row keeps it bounded;
+- a `write_file` whose content could not be written exactly as previewed (`app.tools.writing`)
+  is answered as an error at once rather than put to the user for approval.
+Every string stored passes through `storable` (no NUL, no lone surrogate), since PostgreSQL can
+hold neither.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
+import logging
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 import orjson
-from pydantic_ai import RunContext
+from pydantic_ai import ModelRetry, RunContext
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.messages import (
     DeferredToolRequestsEvent,
@@ -46,19 +67,26 @@ from pydantic_ai.messages import (
     TextPartDelta,
     ThinkingPart,
     ThinkingPartDelta,
+    ToolCallPart,
     ToolReturnPart,
 )
+from pydantic_ai.tools import ToolDefinition
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.chat import evidence
 from app.chat.events import HearthPart
 from app.chat.evidence import EVIDENCE_KEY
+from app.chat.stored_text import ID_LENGTH, bounded, storable, storable_text
 from app.clock import Clock
 from app.db.models import ActivatedTool, ChatLlmTool, Message
 from app.llm.dtl import MEDIA_KEY
 from app.tools.activation import ACTIVATE_TOOLS
-from app.tools.writing import WRITE_FILE, preview
+from app.tools.writing import WRITE_FILE, preview, writable_content
+
+log = logging.getLogger("hearth.turns")
+
+UNFINISHED_CALL = "The tool call did not finish: the turn ended first."
 
 
 @dataclass
@@ -139,6 +167,8 @@ class Recorder(AbstractCapability[Any]):
         """Whether this turn recorded a citation."""
         self.adopted: dict[str, int] = {}
         """tool_call_id -> row id of the pending calls a resumed turn carries on."""
+        self.refused: dict[str, str] = {}
+        """tool_call_id -> why the call is answered as an error without running."""
 
     async def adopt_pending(self) -> None:
         """A resumed turn continues the chat's pending calls on their own rows."""
@@ -158,9 +188,51 @@ class Recorder(AbstractCapability[Any]):
         await self._open_round()
         assert self.round is not None
         await ctx.emit(HearthPart(part="assistant-message", payload={"id": self.round.message_id}))
-        response: ModelResponse = await handler(request_context)
+        response: ModelResponse = self._screen_calls(await handler(request_context))
         await self._close_round(response)
         return response
+
+    def _screen_calls(self, response: ModelResponse) -> ModelResponse:
+        """The response with each repeated tool call id made unique; which calls are refused."""
+        calls = [part for part in response.parts if isinstance(part, ToolCallPart)]
+        taken = {call.tool_call_id for call in calls}
+        seen: set[str] = set()
+        parts = list(response.parts)
+        for index, part in enumerate(parts):
+            if not isinstance(part, ToolCallPart):
+                continue
+            call_id = part.tool_call_id
+            if call_id in seen:
+                n = 2
+                while f"{call_id}-{n}" in taken:
+                    n += 1
+                renamed = f"{call_id}-{n}"
+                taken.add(renamed)
+                parts[index] = part = dataclasses.replace(part, tool_call_id=renamed)
+                self.refused[renamed] = (
+                    "This call was not run: its id repeats the id of another call in the same "
+                    "response. Call the tool again, with a new id, if it is still needed."
+                )
+            elif len(call_id) > ID_LENGTH:
+                self.refused[call_id] = (
+                    f"This call was not run: its id is longer than {ID_LENGTH} characters."
+                )
+            seen.add(call_id)
+        if parts == response.parts:
+            return response
+        return dataclasses.replace(response, parts=parts)
+
+    async def before_tool_validate(
+        self, ctx: RunContext[Any], *, call: ToolCallPart, tool_def: ToolDefinition, args: Any
+    ) -> Any:
+        reason = self.refused.pop(call.tool_call_id, None)
+        if reason is not None:
+            raise ModelRetry(reason)
+        if call.tool_name == WRITE_FILE:
+            content = call.args_as_dict().get("content")
+            if isinstance(content, str):
+                writable_content(content)  # a write that could not be done asks nobody first
+        return args
 
     async def _open_round(self) -> None:
         if self.first_round_id is not None:  # stored with the user message by the send route
@@ -179,14 +251,14 @@ class Recorder(AbstractCapability[Any]):
         self.usage.add(response.usage)
         text = "".join(p.content for p in response.parts if isinstance(p, TextPart))
         reasoning = "\n\n".join(p.content for p in response.parts if isinstance(p, ThinkingPart))
-        stored = ModelMessagesTypeAdapter.dump_python([response], mode="json")[0]
+        stored = storable(ModelMessagesTypeAdapter.dump_python([response], mode="json")[0])
         async with self.sessions() as db:
             await db.execute(
                 update(Message)
                 .where(Message.id == self.round.message_id)
                 .values(
-                    content=text,
-                    reasoning=reasoning or None,
+                    content=storable_text(text),
+                    reasoning=storable_text(reasoning) or None,
                     status="ok",
                     model=self.model_id,
                     provider_details={"response": stored},
@@ -238,7 +310,11 @@ class Recorder(AbstractCapability[Any]):
             assert self.round is not None
             arguments = part.args_as_dict()
             previews = None
-            if part.tool_name == WRITE_FILE and isinstance(arguments.get("content"), str):
+            if (
+                part.tool_name == WRITE_FILE
+                and part.tool_call_id not in self.refused
+                and isinstance(arguments.get("content"), str)
+            ):
                 previews = await asyncio.to_thread(
                     preview,
                     ctx.deps.file_root,
@@ -248,11 +324,11 @@ class Recorder(AbstractCapability[Any]):
             row = ChatLlmTool(
                 chat_id=self.chat_id,
                 message_id=self.round.message_id,
-                tool_call_id=part.tool_call_id,
-                name=part.tool_name,
-                arguments=arguments,
+                tool_call_id=bounded(part.tool_call_id),
+                name=bounded(part.tool_name),
+                arguments=storable(arguments),
                 status="running",
-                preview_old=previews[0] if previews else None,
+                preview_old=storable_text(previews[0]) if previews else None,
                 preview_new=previews[1] if previews else None,
                 created_at=now,
                 updated_at=now,
@@ -296,9 +372,9 @@ class Recorder(AbstractCapability[Any]):
                 .where(ChatLlmTool.id == row_id)
                 .values(
                     status=status,
-                    result=result,
+                    result=storable_text(result),
                     result_type=result_type,
-                    media=media,
+                    media=storable(media),
                     updated_at=self.clock.now(),
                 )
             )
@@ -347,12 +423,14 @@ class Recorder(AbstractCapability[Any]):
 
     # -- abnormal ends -----------------------------------------------------------------------
 
-    async def abort(self, status: str, error: str | None) -> None:
+    async def abort(self, status: str, error: str | None, *, last_failed: bool = False) -> None:
         """Close the open round with `status` (keeping its partial text) and open tool calls.
 
         When no round is open (the turn ended between rounds, e.g. at the round limit), the
-        error is kept on the last round instead, so the stored chat says why the turn ended.
+        error is kept on the last round instead, so the stored chat says why the turn ended;
+        with `last_failed` (hearth's own fault ended the turn) that round is `failed` too.
         """
+        error = storable_text(error) if error is not None else None
         current, self.round = self.round, None
         if current is None and self.first_round_id is not None:  # it ended before its 1st round
             current, self.first_round_id = _Round(self.first_round_id), None
@@ -361,16 +439,19 @@ class Recorder(AbstractCapability[Any]):
             if current is not None and not await self._is_streaming(db, current.message_id):
                 current = None
             if current is None and error and self.message_ids:
+                values: dict[str, Any] = {"error": error}
+                if last_failed:
+                    values["status"] = "failed"
                 await db.execute(
-                    update(Message).where(Message.id == self.message_ids[-1]).values(error=error)
+                    update(Message).where(Message.id == self.message_ids[-1]).values(**values)
                 )
             if current is not None:
                 await db.execute(
                     update(Message)
                     .where(Message.id == current.message_id, Message.status == "streaming")
                     .values(
-                        content="".join(current.text),
-                        reasoning="".join(current.reasoning) or None,
+                        content=storable_text("".join(current.text)),
+                        reasoning=storable_text("".join(current.reasoning)) or None,
                         status=status,
                         error=error,
                     )
@@ -386,6 +467,26 @@ class Recorder(AbstractCapability[Any]):
                     )
                 )
                 self.running_tools.clear()
+            await db.commit()
+
+    async def close_leftovers(self, error: str | None) -> None:
+        """Fail whatever this turn left open, whichever way it ended: a round still `streaming`,
+        a call of the chat still `running` (the turn holds the chat's lease, so they are its)."""
+        self.running_tools.clear()
+        async with self.sessions() as db:
+            if self.message_ids:
+                await db.execute(
+                    update(Message)
+                    .where(Message.id.in_(self.message_ids), Message.status == "streaming")
+                    .values(status="failed", error=error or UNFINISHED_CALL)
+                )
+            await db.execute(
+                update(ChatLlmTool)
+                .where(ChatLlmTool.chat_id == self.chat_id, ChatLlmTool.status == "running")
+                .values(
+                    status="failed", result=error or UNFINISHED_CALL, updated_at=self.clock.now()
+                )
+            )
             await db.commit()
 
     @staticmethod

@@ -13,7 +13,8 @@ and the model gets the summary instead of them.
 - After: one `chat_summaries` row, and every activation anchored at a covered message moves to
   the first message that survives (WIRE.md §2), in the same transaction. Nothing else changes:
   covered messages stay stored and listed. A summary request that fails leaves the chat exactly
-  as it was.
+  as it was; its `SummaryFailed` carries the provider's answer, or for a fault of hearth's own
+  a plain sentence with the request id (the full text goes to the log).
 """
 
 from __future__ import annotations
@@ -28,8 +29,11 @@ from pydantic_ai import Agent
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.api.request_id import current_request_id
 from app.chat.builder import build_history
 from app.chat.rows import StoredMessage, load_rows
+from app.chat.stored_text import storable_text
+from app.chat.stream import provider_error
 from app.db.models import ActivatedTool, ChatSummary
 from app.llm.factory import model_settings
 from app.llm.registry import ModelInfo
@@ -154,15 +158,25 @@ async def summarise(services: Services, chat_id: uuid.UUID, chat_model: ModelInf
             instructions=instructions,
             model_settings=model_settings(model),
         )
-    except Exception as exc:  # any provider fault: the chat stays as it was
-        log.warning("summary of chat %s failed: %s", chat_id, exc)
-        raise SummaryFailed(str(exc) or type(exc).__name__) from exc
+    except Exception as exc:  # any fault: the chat stays as it was
+        reference = current_request_id()
+        told = provider_error(exc)
+        log.warning(
+            "summary of chat %s failed (request %s): %s",
+            chat_id,
+            reference,
+            exc,
+            exc_info=exc if told is None else None,
+            extra={"request_id": reference, "chat_id": str(chat_id)},
+        )
+        where = f" (request {reference})" if reference else ""
+        raise SummaryFailed(told or f"an internal error{where}") from exc
     usage: Any = result.usage
     async with services.sessions() as db:
         summary = ChatSummary(
             chat_id=chat_id,
             covers_up_to_message_id=cut,
-            content=result.output.strip(),
+            content=storable_text(result.output.strip()),
             model=model.id,
             input_tokens=usage.input_tokens or 0,
             output_tokens=usage.output_tokens or 0,

@@ -3,6 +3,9 @@
 One background loop per process serves every local turn with two cheap queries, whatever the
 number of turns: every half second it asks which of them were asked to stop (a `/stop` that
 reached another worker), and every third of the lease time it renews all their leases at once.
+A summary made on request holds the chat's lease the same way (`holding`): however long the
+summary request takes, no turn starts beside it. The renewal interval follows the lease setting
+as it is at each tick.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import contextlib
 import logging
 import secrets
 import uuid
+from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
@@ -31,6 +35,8 @@ class TurnSupervisor:
         self.services = services
         self._turns: dict[str, Turn] = {}
         """owner -> running turn."""
+        self._held: set[str] = set()
+        """Owners of leases held by something other than a turn (a summary on request)."""
         self._loop_task: asyncio.Task[None] | None = None
 
     @property
@@ -78,6 +84,15 @@ class TurnSupervisor:
             await leases.release(db, plan.chat_id, plan.owner, self.services.clock.now())
             await db.commit()
 
+    @contextlib.asynccontextmanager
+    async def holding(self, owner: str) -> AsyncIterator[None]:
+        """Keep renewing the lease `owner` acquired while the block runs (it releases it)."""
+        self._held.add(owner)
+        try:
+            yield
+        finally:
+            self._held.discard(owner)
+
     def local_turn(self, chat_id: uuid.UUID) -> Turn | None:
         return next((t for t in self._turns.values() if t.plan.chat_id == chat_id), None)
 
@@ -103,17 +118,18 @@ class TurnSupervisor:
     # -- the watch loop ----------------------------------------------------------------------
 
     async def _watch(self) -> None:
-        renew_every = max(1.0, self.lease.total_seconds() / 3)
         since_renewal = 0.0
         while True:
             await asyncio.sleep(POLL_SECONDS)
             since_renewal += POLL_SECONDS
-            owners = list(self._turns)
+            renew_every = max(POLL_SECONDS, self.lease.total_seconds() / 3)
+            turns = list(self._turns)
+            owners = turns + list(self._held)
             if not owners:
                 continue
             try:
                 async with self.services.sessions() as db:
-                    for owner in await leases.stop_requested(db, owners):
+                    for owner in await leases.stop_requested(db, turns):
                         if (turn := self._turns.get(owner)) is not None:
                             turn.stop()
                     if since_renewal >= renew_every:

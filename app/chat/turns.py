@@ -10,6 +10,12 @@ log, request-time compaction (with the capsule of earlier questions' cited evide
 router and the request shape (the dynamic tail, with budget notices). A stop
 fires the run's `CancellationToken`, which cancels the in-flight model request upstream; the
 recorder then closes the open round as `cancelled`, keeping its partial text.
+
+However a turn ends, it leaves nothing open (`Recorder.close_leftovers`), and what a user sees
+of a failure of hearth's own is a generic message with the request id
+(`app.chat.stream.user_facing_error`); the log line keeps the full text, the chat and the
+request id. A tool's errors are the model's to correct, not the turn's end: each tool may fail
+as often as there are rounds, so only `HEARTH_MAX_ROUNDS` bounds a model that keeps failing.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from pydantic_ai.models import Model
 from pydantic_ai.ui.vercel_ai.response_types import AbortChunk, DoneChunk
 from pydantic_ai.usage import UsageLimits
 
+from app.api.request_id import current_request_id
 from app.chat import evidence
 from app.chat.activations import load_anchors
 from app.chat.builder import build_history
@@ -38,7 +45,13 @@ from app.chat.recorder import Recorder
 from app.chat.request_log import RequestLog
 from app.chat.request_shape import RequestShape
 from app.chat.rows import StoredMessage, load_rows
-from app.chat.stream import SDK_VERSION, TurnEventStream, user_facing_error
+from app.chat.stream import (
+    SDK_VERSION,
+    TurnEventStream,
+    internal_error,
+    is_internal,
+    user_facing_error,
+)
 from app.chat.summaries import (
     NothingToCover,
     StoredSummary,
@@ -197,6 +210,10 @@ class Turn:
             message_id=lambda: recorder.round.message_id if recorder.round else None,
         )
         max_rounds = services.settings.max_rounds
+        reference = current_request_id()
+        context = {"request_id": reference, "chat_id": str(plan.chat_id)}
+        ended: str | None = None
+        """What the stored chat says about how the turn ended, if it failed."""
         stream = TurnEventStream(
             sdk_version=SDK_VERSION,
             server_message_id=f"turn-{plan.user_message_id}",
@@ -204,6 +221,7 @@ class Turn:
             usage=recorder.usage.as_dict,
             citations=lambda: self._citations(recorder),
             max_rounds=max_rounds,
+            reference=reference,
         )
         try:
             history = await self._history()
@@ -247,6 +265,7 @@ class Turn:
                 output_type=[str, DeferredToolRequests],
                 deferred_tool_results=plan.resume,
                 usage_limits=UsageLimits(request_limit=max_rounds),
+                retries={"tools": max_rounds},
                 cancellation_token=self.cancellation,
             ) as events:
                 async for chunk in stream.transform_stream(events):
@@ -254,21 +273,55 @@ class Turn:
             if stream.cancelled is not None or self.stop_requested:
                 await recorder.abort("cancelled", None)
             elif stream.error is not None:
-                status = end_status(stream.error, recorder.streamed_in_open_round)
-                await recorder.abort(status, user_facing_error(stream.error, max_rounds))
+                error = stream.error
+                internal = is_internal(error)
+                log.log(
+                    logging.ERROR if internal else logging.WARNING,
+                    "turn in chat %s ended by an error (request %s): %s",
+                    plan.chat_id,
+                    reference,
+                    error,
+                    exc_info=error if internal else None,
+                    extra=context,
+                )
+                status = end_status(error, recorder.streamed_in_open_round)
+                ended = user_facing_error(error, max_rounds, reference)
+                await recorder.abort(status, ended, last_failed=internal)
         except asyncio.CancelledError:
             # The service is shutting down: keep what was said, mark the round unfinished.
-            await asyncio.shield(recorder.abort("incomplete", "the service stopped mid-turn"))
+            ended = "the service stopped mid-turn"
+            await asyncio.shield(self._abort(recorder, "incomplete", ended))
             self._emit(stream.encode_event(AbortChunk(reason="the service stopped")))
             self._emit(stream.encode_event(DoneChunk()))
             raise
         except Exception as exc:  # a fault of hearth's own: stored and reported, never lost
-            log.exception("turn in chat %s failed", plan.chat_id)
-            await recorder.abort("failed", f"internal error: {exc}")
+            log.exception(
+                "turn in chat %s failed (request %s)", plan.chat_id, reference, extra=context
+            )
+            ended = internal_error(reference)
+            await self._abort(recorder, "failed", ended, last_failed=True)
             async for chunk in stream.transform_stream(_raising(exc)):
                 self._emit(stream.encode_event(chunk))
         finally:
+            await asyncio.shield(self._close_leftovers(recorder, ended, context))
             self._emit(None)
+
+    async def _abort(
+        self, recorder: Recorder, status: str, error: str, *, last_failed: bool = False
+    ) -> None:
+        """`recorder.abort`, which may fail too (the database may be what failed)."""
+        try:
+            await recorder.abort(status, error, last_failed=last_failed)
+        except Exception:
+            log.exception("closing the turn in chat %s failed", self.plan.chat_id)
+
+    async def _close_leftovers(
+        self, recorder: Recorder, ended: str | None, context: dict[str, Any]
+    ) -> None:
+        try:
+            await recorder.close_leftovers(ended)
+        except Exception:
+            log.exception("closing the turn in chat %s failed", self.plan.chat_id, extra=context)
 
     async def _citations(self, recorder: Recorder) -> tuple[int, list[EvidenceRow]] | None:
         """The question's cited passages and its latest message, once a round of it is stored."""

@@ -6,7 +6,11 @@ checks again on the descriptor it actually reads (a link swapped in after the ch
 A file whose first bytes make it a medium (image, PDF, video) is answered with a neutral note
 and its reference in the return's metadata, never its bytes: the request builder decides per
 model whether the medium itself is shown.
-The errors a model gets back are `ModelRetry`s, which it sees and can correct.
+The errors a model gets back are `ModelRetry`s, which it sees and can correct. That includes
+whatever the operating system refuses (a name too long, a path through a file, a permission):
+such an error names the path as the model gave it and the reason in words, never the absolute
+host path the `OSError` carries. A file with a NUL byte anywhere in what would be read is binary
+and refused as such: text that holds NUL could be neither stored (PostgreSQL) nor read sensibly.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from pydantic_ai import ModelRetry, RunContext, ToolReturn
 from pydantic_ai.tools import ToolDefinition
 
 from app.files.media import is_medium, media_note, viewable_sentence
-from app.files.roots import OutsideRoot, display_path, resolve_inside
+from app.files.roots import OutsideRoot, display_path, os_error_reason, resolve_inside
 from app.files.sniff import SNIFF_BYTES, sniff
 from app.llm.dtl import MEDIA_KEY
 from app.llm.media_policy import Policy
@@ -29,7 +33,19 @@ from app.tools.deps import TurnDeps
 MAX_ENTRIES = 500
 
 
+def file_error(path: str, exc: OSError) -> ModelRetry:
+    """The tool error for an `OSError` on `path` (as the model gave it): no host path in it."""
+    return ModelRetry(f"{path}: {os_error_reason(exc)}")
+
+
 def _list(root: Path, path: str) -> str:
+    try:
+        return _list_inside(root, path)
+    except OSError as exc:
+        raise file_error(path, exc) from exc
+
+
+def _list_inside(root: Path, path: str) -> str:
     try:
         folder = resolve_inside(root, path)
     except OutsideRoot as exc:
@@ -74,6 +90,13 @@ MAX_READ_BYTES = 4 * 1024 * 1024
 
 def _read(root: Path, path: str, start_line: int, end_line: int | None) -> str | ToolReturn:
     try:
+        return _read_inside(root, path, start_line, end_line)
+    except OSError as exc:
+        raise file_error(path, exc) from exc
+
+
+def _read_inside(root: Path, path: str, start_line: int, end_line: int | None) -> str | ToolReturn:
+    try:
         target = resolve_inside(root, path)
     except OutsideRoot as exc:
         raise ModelRetry(str(exc)) from exc
@@ -96,7 +119,7 @@ def _read(root: Path, path: str, start_line: int, end_line: int | None) -> str |
             # the models that can view them (WIRE.md §3).
             return ToolReturn(media_note(shown, mime, size), metadata={MEDIA_KEY: [medium]})
         data = head + handle.read(MAX_READ_BYTES + 1 - len(head))
-    if b"\x00" in data[:8192]:
+    if b"\x00" in data:
         raise ModelRetry(f"{path} is a binary file; it cannot be read as text")
     try:
         text = data[:MAX_READ_BYTES].decode("utf-8")

@@ -5,6 +5,17 @@ file as it is (`preview_old`, empty for a new file) and as it would be (`preview
 the call's row for the frontend's diff. The write itself goes through the same containment as
 every read, refuses anything under `uploads/` (uploads are immutable, whatever a link says), and
 replaces the file atomically, so a reader never sees half a file.
+
+What the user approves is all that is written: `preview_new` is exactly the content the write
+stores, never a cut or a stand-in. So the preview shows the whole content, up to the write limit
+(`MAX_WRITE_BYTES`, 4 MiB of UTF-8) rather than a shorter preview limit, and a content that could
+not be shown exactly is not written at all: over the limit, holding a NUL character, or not
+encodable as UTF-8 (a lone surrogate) — such a call has no preview and fails as a tool error the
+model can correct. Only `preview_old`, which is context for the diff and is never written, may be
+cut (`MAX_PREVIEW_CHARS`) or stand for a binary file.
+
+An operating-system error (a name too long, a path through a file, a permission) is a tool error
+that names the path as the model gave it, never the absolute host path.
 """
 
 from __future__ import annotations
@@ -16,13 +27,14 @@ from pathlib import Path
 
 from pydantic_ai import ModelRetry, RunContext
 
-from app.files.roots import OutsideRoot, display_path, resolve_inside
+from app.files.roots import OutsideRoot, display_path, os_error_reason, resolve_inside
 from app.tools.deps import TurnDeps
 
 WRITE_FILE = "write_file"
 UPLOADS = "uploads"
 MAX_WRITE_BYTES = 4 * 1024 * 1024
 MAX_PREVIEW_CHARS = 200_000
+"""How much of the file as it is `preview_old` shows; the new content is always shown whole."""
 
 
 def writable_target(root: Path, path: str) -> Path:
@@ -40,8 +52,21 @@ def writable_target(root: Path, path: str) -> Path:
     return target
 
 
-def _preview_text(data: bytes) -> str:
-    if b"\x00" in data[:8192]:
+def writable_content(content: str) -> bytes:
+    """The bytes a write stores for `content`; ModelRetry when it cannot be written as text."""
+    if "\x00" in content:
+        raise ModelRetry("content holds a NUL character; write_file writes text files only")
+    try:
+        data = content.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ModelRetry("content is not valid Unicode text; it cannot be written") from exc
+    if len(data) > MAX_WRITE_BYTES:
+        raise ModelRetry(f"content is {len(data)} bytes; at most {MAX_WRITE_BYTES} can be written")
+    return data
+
+
+def _old_text(data: bytes) -> str:
+    if b"\x00" in data:
         return f"[binary file, {len(data)} bytes]"
     text = data.decode("utf-8", errors="replace")
     if len(text) > MAX_PREVIEW_CHARS:
@@ -50,22 +75,30 @@ def _preview_text(data: bytes) -> str:
 
 
 def preview(root: Path, path: str, content: str) -> tuple[str, str] | None:
-    """`(preview_old, preview_new)` for a write, or None when the write is refused anyway."""
+    """`(preview_old, preview_new)` for a write, or None when the write is refused anyway.
+
+    `preview_new` is `content` itself: exactly what is written once the user approves."""
     try:
+        writable_content(content)
         target = writable_target(root, path)
-    except ModelRetry:
+    except (ModelRetry, OSError):
         return None
     try:
-        old = _preview_text(target.read_bytes()) if target.is_file() else ""
+        old = _old_text(target.read_bytes()) if target.is_file() else ""
     except OSError:
         old = ""
-    return old, _preview_text(content.encode())
+    return old, content
 
 
 def _write(root: Path, path: str, content: str) -> str:
-    data = content.encode("utf-8")
-    if len(data) > MAX_WRITE_BYTES:
-        raise ModelRetry(f"content is {len(data)} bytes; at most {MAX_WRITE_BYTES} can be written")
+    data = writable_content(content)
+    try:
+        return _write_inside(root, path, data)
+    except OSError as exc:
+        raise ModelRetry(f"{path}: {os_error_reason(exc)}") from exc
+
+
+def _write_inside(root: Path, path: str, data: bytes) -> str:
     target = writable_target(root, path)
     existed = target.exists()
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -261,7 +261,8 @@ async def test_a_turn_that_fails_before_its_first_request_closes_the_round_it_wa
     user: Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The send route stores the first round's row with the message; a turn that never reaches
-    the model still closes that row, with the error, instead of leaving it `streaming`."""
+    the model still closes that row, with the error, instead of leaving it `streaming`. What the
+    user is told names the request, never the fault's own text (that goes to the log)."""
 
     async def broken(self: Turn) -> None:
         raise RuntimeError("history unreadable")
@@ -271,14 +272,17 @@ async def test_a_turn_that_fails_before_its_first_request_closes_the_round_it_wa
     response = await user.post(f"/api/chats/{chat_id}/messages", json={"content": "Hi"})
     chunks = parse_stream(response.text)
     [error] = [c for c in chunks if c["type"] == "error"]
-    assert "history unreadable" in error["errorText"]
+    request_id = response.headers["x-request-id"]
+    assert error["errorText"] == (
+        f"hearth could not finish this turn because of an internal error (request {request_id})."
+    )
     monkeypatch.undo()
     chat = await wait_until_idle(user, chat_id)
     user_message, answer = chat["messages"]
     assert (user_message["role"], user_message["content"]) == ("user", "Hi")
     assert answer["role"] == "assistant" and answer["status"] == "failed"
     assert answer["id"] > user_message["id"]
-    assert "history unreadable" in answer["error"]
+    assert answer["error"] == error["errorText"]
     # The chat is free again and answers the next message normally.
     again = parse_stream(
         (await user.post(f"/api/chats/{chat_id}/messages", json={"content": "Hi"})).text

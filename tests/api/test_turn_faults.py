@@ -1,0 +1,361 @@
+"""What a model, a tool or hearth itself can get wrong in a turn, driven by a scripted model.
+
+Each fault ends as a tool error the model reads (a `failed` row, and the turn goes on) or as a
+plain message: never a crashed turn, never a row left `running`, and nothing stored, streamed or
+sent to the model carries the data directory's absolute path or database and driver text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Any
+
+import httpx
+import pytest
+
+from app.chat import recorder as recorder_module
+from app.chat import turns as turns_module
+from app.files.roots import user_root
+from app.services import Services
+from app.tools.writing import MAX_WRITE_BYTES
+from tests.fakes.providers import FakeProviderServer, Reply, ToolCall
+from tests.provider_setup import MODEL_IDS
+from tests.support import Client, parse_stream, wait_until_idle
+
+pytestmark = pytest.mark.usefixtures("services", "registry")
+
+LEAKS = ("SELECT", "INSERT", "UPDATE ", "[SQL", "sqlalchemy", "asyncpg", "psycopg", "Traceback")
+
+
+async def new_chat(user: Client, kind: str = "openai") -> str:
+    return (await user.post("/api/chats", json={"model": MODEL_IDS[kind]})).json()["id"]
+
+
+async def send(user: Client, chat_id: str, content: str, **kwargs: Any) -> httpx.Response:
+    response = await user.post(
+        f"/api/chats/{chat_id}/messages", json={"content": content}, **kwargs
+    )
+    assert response.status_code == 200, response.text
+    return response
+
+
+def tool_messages(body: dict[str, Any]) -> dict[str, str]:
+    return {m["tool_call_id"]: m["content"] for m in body["messages"] if m["role"] == "tool"}
+
+
+def calls_of(chat: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["tool_call_id"]: c for m in chat["messages"] for c in m["tool_calls"]}
+
+
+def assert_clean(services: Services, *texts: str) -> None:
+    """No absolute host path and no database or driver text in anything a user or model sees."""
+    data_dir = str(services.settings.data_dir.resolve())
+    for text in texts:
+        assert data_dir not in text
+        for leak in LEAKS:
+            assert leak not in text, (leak, text[:2000])
+
+
+def assert_settled(chat: dict[str, Any]) -> None:
+    assert not chat["running"]
+    assert all(m["status"] != "streaming" for m in chat["messages"])
+    assert all(c["status"] != "running" for c in calls_of(chat).values())
+
+
+async def test_os_errors_of_the_file_tools_are_tool_errors_with_relative_paths(
+    user: Client, fakes: dict[str, FakeProviderServer], services: Services
+) -> None:
+    fake = fakes["openai"]
+    root = user_root(services.settings.data_dir, user.user["id"])
+    (root / "a.txt").write_text("a file\n")
+    long_name = "x" * 300
+    fake.script(
+        Reply(
+            tool_calls=[
+                ToolCall("read_file", {"path": long_name}, id="call_long"),
+                ToolCall("list_files", {"path": long_name}, id="call_list_long"),
+                ToolCall("list_files", {"path": "a.txt/b"}, id="call_list_through"),
+                ToolCall("read_file", {"path": "a.txt/b"}, id="call_read_through"),
+            ]
+        ),
+        Reply(tool_calls=[ToolCall("read_file", {"path": "y" * 300}, id="call_again")]),
+        Reply(tool_calls=[ToolCall("write_file", {"path": "a.txt/b/c.txt", "content": "c"})]),
+        Reply(text="Those paths do not work."),
+    )
+    chat_id = await new_chat(user)
+    first = await send(user, chat_id, "Read them")
+    chunks = parse_stream(first.text)
+    assert "error" not in [c["type"] for c in chunks], chunks
+    [approval] = [c for c in chunks if c["type"] == "tool-approval-request"]
+    resumed = await user.post(
+        f"/api/chats/{chat_id}/approvals",
+        json={"decisions": [{"tool_call_id": approval["toolCallId"], "approved": True}]},
+    )
+    assert resumed.status_code == 200
+    assert "error" not in [c["type"] for c in parse_stream(resumed.text)]
+
+    chat = await wait_until_idle(user, chat_id)
+    assert_settled(chat)
+    assert [m["status"] for m in chat["messages"][1:]] == ["ok"] * 4
+    assert chat["messages"][-1]["content"] == "Those paths do not work."
+    calls = calls_of(chat)
+    assert calls["call_long"]["result"] == f"{long_name}: the name is too long"
+    assert calls["call_list_long"]["result"] == f"{long_name}: the name is too long"
+    assert calls["call_again"]["status"] == "failed"  # a second failing round ends nothing
+    written = calls[approval["toolCallId"]]
+    assert written["status"] == "failed"
+    assert written["result"] == "a.txt/b/c.txt: a part of the path is a file, not a folder"
+    assert all(c["status"] == "failed" for c in calls.values())
+    sent = json.dumps([r.body for r in fake.model_requests])
+    assert_clean(services, first.text, resumed.text, json.dumps(chat), sent)
+    assert (root / "a.txt").read_text() == "a file\n"
+
+
+async def test_a_nul_byte_after_the_first_8_kib_is_binary_and_nul_never_fails_a_write(
+    user: Client, fakes: dict[str, FakeProviderServer], services: Services
+) -> None:
+    fake = fakes["openai"]
+    root = user_root(services.settings.data_dir, user.user["id"])
+    (root / "late-nul.txt").write_bytes(b"line\n" * 2000 + b"then a \x00 byte\n")
+    fake.script(
+        Reply(
+            text="Reading \x00 it.",
+            tool_calls=[
+                ToolCall("read_file", {"path": "late-nul.txt"}, id="call_read"),
+                ToolCall("list_files", {"path": "no\x00where"}, id="call_nul_arg"),
+            ],
+        ),
+        Reply(text="It is binary."),
+    )
+    chat_id = await new_chat(user)
+    response = await send(user, chat_id, "Read late-nul.txt")
+    assert "error" not in [c["type"] for c in parse_stream(response.text)]
+    chat = await wait_until_idle(user, chat_id)
+    assert_settled(chat)
+    first, last = chat["messages"][1:]
+    assert (first["status"], last["status"]) == ("ok", "ok")
+    assert first["content"] == "Reading \ufffd it."
+    calls = calls_of(chat)
+    assert calls["call_read"]["status"] == "failed"
+    assert (
+        calls["call_read"]["result"] == "late-nul.txt is a binary file; it cannot be read as text"
+    )
+    assert calls["call_nul_arg"]["status"] == "failed"
+    assert calls["call_nul_arg"]["arguments"] == {"path": "no\ufffdwhere"}
+    assert last["content"] == "It is binary."
+    assert_clean(services, response.text, json.dumps(chat))
+
+
+@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+async def test_oversized_tool_names_and_ids_are_answered_as_errors(
+    kind: str, user: Client, fakes: dict[str, FakeProviderServer], services: Services
+) -> None:
+    fake = fakes[kind]
+    long_name, long_id, other_id = "n" * 250, "i" * 250, "j" * 250
+    fake.script(
+        Reply(
+            tool_calls=[
+                ToolCall(long_name, {}, id=long_id),
+                ToolCall("list_files", {"path": "."}, id=other_id),
+            ]
+        ),
+        Reply(text="Sorry."),
+        Reply(text="Still here."),
+    )
+    chat_id = await new_chat(user, kind)
+    response = await send(user, chat_id, "Call it")
+    assert "error" not in [c["type"] for c in parse_stream(response.text)]
+    chat = await wait_until_idle(user, chat_id)
+    assert_settled(chat)
+    assert [m["status"] for m in chat["messages"][1:]] == ["ok", "ok"]
+    assert all(m["error"] is None for m in chat["messages"])
+    rows = chat["messages"][1]["tool_calls"]
+    assert [r["status"] for r in rows] == ["failed", "failed"]
+    assert all(len(r["tool_call_id"]) <= 200 and len(r["name"]) <= 200 for r in rows)
+    assert rows[0]["result"].startswith("Unknown tool name")
+    assert rows[1]["result"] == "This call was not run: its id is longer than 200 characters."
+
+    # The ids go back to the provider exactly as it sent them, now and in later turns.
+    await send(user, chat_id, "And now?")
+    for request in fake.model_requests[1:]:
+        assert request.validation_error is None, request.validation_error
+        sent = json.dumps(request.body)
+        assert sent.count(long_id) == 2 and sent.count(other_id) == 2
+    assert_clean(services, response.text, json.dumps(chat))
+
+
+async def test_repeated_tool_call_ids_in_one_round(
+    user: Client, fakes: dict[str, FakeProviderServer], services: Services
+) -> None:
+    fake = fakes["openai"]
+    root = user_root(services.settings.data_dir, user.user["id"])
+    fake.script(
+        Reply(
+            tool_calls=[
+                ToolCall("list_files", {"path": "."}, id="call_l"),
+                ToolCall("list_files", {"path": "."}, id="call_l"),
+                ToolCall("write_file", {"path": "p.txt", "content": "P"}, id="call_w"),
+                ToolCall("write_file", {"path": "q.txt", "content": "Q"}, id="call_w"),
+            ]
+        ),
+        Reply(text="One of each ran."),
+    )
+    chat_id = await new_chat(user)
+    response = await send(user, chat_id, "Write twice")
+    chunks = parse_stream(response.text)
+    assert "error" not in [c["type"] for c in chunks]
+    assert [c["approvalId"] for c in chunks if c["type"] == "tool-approval-request"] == ["call_w"]
+    chat = await wait_until_idle(user, chat_id)
+    assert {i: c["status"] for i, c in calls_of(chat).items()} == {
+        "call_l": "done",
+        "call_l-2": "failed",
+        "call_w": "pending",
+        "call_w-2": "failed",
+    }
+    decided = await user.post(
+        f"/api/chats/{chat_id}/approvals",
+        json={"decisions": [{"tool_call_id": "call_w", "approved": True}]},
+    )
+    assert decided.status_code == 200
+    chat = await wait_until_idle(user, chat_id)
+    assert_settled(chat)
+    assert calls_of(chat)["call_w"]["status"] == "done"
+    assert chat["messages"][-1]["content"] == "One of each ran."
+    assert (root / "p.txt").read_text() == "P" and not (root / "q.txt").exists()
+    answers = tool_messages(fake.model_requests[1].body)
+    assert set(answers) == {"call_l", "call_l-2", "call_w", "call_w-2"}
+    assert "repeats the id" in answers["call_w-2"]
+
+
+@pytest.mark.parametrize("where", ["in the run", "before the run"])
+async def test_a_fault_of_hearths_own_shows_no_internal_text(
+    where: str,
+    user: Client,
+    fakes: dict[str, FakeProviderServer],
+    services: Services,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    secret = "(sqlalchemy.exc.OperationalError) SELECT password_hash FROM users"
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError(secret)
+
+    if where == "in the run":
+        monkeypatch.setattr(recorder_module, "preview", broken)
+        calls = [ToolCall("list_files", {"path": "."}, id="call_l")]
+        calls.append(ToolCall("write_file", {"path": "w.txt", "content": "w"}, id="call_w"))
+        fakes["openai"].script(Reply(text="Working.", tool_calls=calls))
+    else:
+
+        async def broken_history(self: Any) -> Any:
+            broken()
+
+        monkeypatch.setattr(turns_module.Turn, "_history", broken_history)
+    chat_id = await new_chat(user)
+    with caplog.at_level(logging.WARNING, logger="hearth"):
+        response = await send(user, chat_id, "Go", headers={"X-Request-ID": "req-fault-1"})
+    assert response.headers["x-request-id"] == "req-fault-1"
+    told = "hearth could not finish this turn because of an internal error (request req-fault-1)."
+    [error] = [c for c in parse_stream(response.text) if c["type"] == "error"]
+    assert error["errorText"] == told
+    chat = await wait_until_idle(user, chat_id)
+    assert_settled(chat)
+    last = chat["messages"][-1]
+    assert (last["status"], last["error"]) == ("failed", told)
+    assert_clean(services, response.text, json.dumps(chat))
+    logged = "\n".join(
+        f"{r.getMessage()} {r.exc_info[1] if r.exc_info else ''}" for r in caplog.records
+    )
+    assert secret in logged and "req-fault-1" in logged and chat_id in logged
+
+
+async def test_request_ids_are_made_when_missing_and_plain_ones_are_kept(user: Client) -> None:
+    made = await user.get("/api/chats")
+    assert len(made.headers["x-request-id"]) >= 16
+    kept = await user.get("/api/chats", headers={"X-Request-ID": "abc-123"})
+    assert kept.headers["x-request-id"] == "abc-123"
+    odd = await user.get("/api/chats", headers={"X-Request-ID": "a b\tc"})
+    assert odd.headers["x-request-id"] != "a b\tc"
+
+
+async def test_the_approved_preview_is_all_that_is_written(
+    user: Client, fakes: dict[str, FakeProviderServer], services: Services
+) -> None:
+    fake = fakes["openai"]
+    root = user_root(services.settings.data_dir, user.user["id"])
+    content = "".join(f"line {n}\n" for n in range(40_000))  # over 300,000 characters
+    too_big = "z" * (MAX_WRITE_BYTES + 1)
+    fake.script(
+        Reply(
+            tool_calls=[
+                ToolCall("write_file", {"path": "big.txt", "content": content}, id="call_big"),
+                ToolCall("write_file", {"path": "huge.txt", "content": too_big}, id="call_huge"),
+                ToolCall("write_file", {"path": "nul.txt", "content": "a\x00b"}, id="call_nul"),
+            ],
+            chunk_chars=1 << 23,
+        ),
+        Reply(text="Written."),
+    )
+    chat_id = await new_chat(user)
+    chunks = parse_stream((await send(user, chat_id, "Write big.txt")).text)
+    approvals = [c["approvalId"] for c in chunks if c["type"] == "tool-approval-request"]
+    assert approvals == ["call_big"]  # writes that cannot happen are not put to the user
+    chat = await wait_until_idle(user, chat_id)
+    calls = calls_of(chat)
+    assert calls["call_big"]["preview_new"] == content
+    assert calls["call_huge"]["status"] == calls["call_nul"]["status"] == "failed"
+    assert calls["call_huge"]["preview_new"] is None
+    assert "at most" in calls["call_huge"]["result"]
+    assert "NUL" in calls["call_nul"]["result"]
+    decided = await user.post(
+        f"/api/chats/{chat_id}/approvals",
+        json={"decisions": [{"tool_call_id": "call_big", "approved": True}]},
+    )
+    assert decided.status_code == 200
+    await wait_until_idle(user, chat_id)
+    assert (root / "big.txt").read_text() == calls["call_big"]["preview_new"]
+    assert not (root / "huge.txt").exists() and not (root / "nul.txt").exists()
+
+
+async def three_questions(user: Client, fake: FakeProviderServer, last: Reply) -> str:
+    fake.script(Reply(text="A is 1."), Reply(text="B is 2."), last)
+    chat_id = await new_chat(user)
+    for question in ("What is A?", "What is B?", "What is C?"):
+        await send(user, chat_id, question)
+        await wait_until_idle(user, chat_id)
+    return chat_id
+
+
+@pytest.mark.parametrize("how", ["on request", "at turn start"])
+async def test_no_turn_starts_beside_a_summary_that_outlasts_the_lease(
+    how: str, user: Client, fakes: dict[str, FakeProviderServer], services: Services
+) -> None:
+    from tests.fakes.providers import Usage
+
+    lease = 1
+    services.settings = services.settings.model_copy(
+        update={"compact_keep": 2, "turn_lease_seconds": lease}
+    )
+    fake = fakes["openai"]
+    near_the_window = Usage(input_tokens=100_000, output_tokens=5)
+    chat_id = await three_questions(
+        user, fake, Reply(text="C is 3.", usage=near_the_window if how == "at turn start" else None)
+    )
+    slow = 3 * lease + 1.0
+    fake.script(Reply(text="Summary: A=1, B=2.", first_token_delay=slow), Reply(text="D is 4."))
+    if how == "on request":
+        running = asyncio.create_task(user.post(f"/api/chats/{chat_id}/compact"))
+    else:
+        running = asyncio.create_task(send(user, chat_id, "What is D?"))
+    await fake.wait_for_request(3)  # the summary request is under way
+    await asyncio.sleep(2 * lease + 0.5)  # longer than the lease the summary started with
+    beside = await user.post(f"/api/chats/{chat_id}/messages", json={"content": "Me too"})
+    assert beside.status_code == 409, beside.text
+    done = await running
+    assert done.status_code == 200, done.text
+    chat = await wait_until_idle(user, chat_id)
+    assert len(chat["summaries"]) == 1
+    assert [m["content"] for m in chat["messages"] if m["role"] == "user"][-1] != "Me too"

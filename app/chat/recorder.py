@@ -82,7 +82,7 @@ from app.clock import Clock
 from app.db.models import ActivatedTool, ChatLlmTool, Message
 from app.llm.dtl import MEDIA_KEY
 from app.tools.activation import ACTIVATE_TOOLS
-from app.tools.writing import WRITE_FILE, preview, writable_content
+from app.tools.writing import WRITE_FILE, check_room, preview, writable_content
 
 log = logging.getLogger("hearth.turns")
 
@@ -229,9 +229,18 @@ class Recorder(AbstractCapability[Any]):
         if reason is not None:
             raise ModelRetry(reason)
         if call.tool_name == WRITE_FILE:
-            content = call.args_as_dict().get("content")
+            arguments = call.args_as_dict()
+            content = arguments.get("content")
             if isinstance(content, str):
-                writable_content(content)  # a write that could not be done asks nobody first
+                # A write that could not be done asks nobody first.
+                size = len(writable_content(content))
+                await asyncio.to_thread(
+                    check_room,
+                    ctx.deps.file_root,
+                    str(arguments.get("path", "")),
+                    size,
+                    ctx.deps.storage_quota,
+                )
         return args
 
     async def _open_round(self) -> None:

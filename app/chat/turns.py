@@ -242,6 +242,7 @@ class Turn:
                 user_id=plan.user_id,
                 chat_id=plan.chat_id,
                 file_root=user_root(services.settings.data_dir, plan.user_id),
+                storage_quota=services.settings.user_storage_bytes,
                 catalogue=catalogue,
                 active_groups={group for groups in history.anchors.values() for group in groups},
                 evidence=history.question,

@@ -23,6 +23,8 @@ class TurnDeps:
     user_id: uuid.UUID
     chat_id: uuid.UUID
     file_root: Path
+    storage_quota: int | None = None
+    """All of the user's files together may take this many bytes (None: no limit)."""
     catalogue: Catalogue = field(default_factory=Catalogue)
     active_groups: set[str] = field(default_factory=set)
     evidence: QuestionEvidence | None = None

@@ -16,6 +16,11 @@ cut (`MAX_PREVIEW_CHARS`) or stand for a binary file.
 
 An operating-system error (a name too long, a path through a file, a permission) is a tool error
 that names the path as the model gave it, never the absolute host path.
+
+A write counts against the user's storage quota (`app.files.quota`) by what it adds: the new
+size less the size of the file it replaces. One that would pass the quota is a tool error naming
+the quota, checked when the call is made (so nobody is asked to approve a write that cannot
+happen) and again when it is written; nothing is written then.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from pathlib import Path
 
 from pydantic_ai import ModelRetry, RunContext
 
+from app.files.quota import OverQuota, allowance
 from app.files.roots import OutsideRoot, display_path, os_error_reason, resolve_inside
 from app.tools.deps import TurnDeps
 
@@ -65,6 +71,23 @@ def writable_content(content: str) -> bytes:
     return data
 
 
+def check_room(root: Path, path: str, size: int, quota: int | None) -> None:
+    """ModelRetry when writing `size` bytes at `path` would take the user past `quota`.
+
+    Blocking: it measures the user's files."""
+    if quota is None:
+        return
+    try:
+        target = resolve_inside(root, path)
+        replaced = target.stat().st_size if target.is_file() else 0
+    except (OutsideRoot, OSError):
+        replaced = 0  # refused or created anyway: the write itself says which
+    try:
+        allowance(root, quota).check(size - replaced)
+    except OverQuota as exc:
+        raise ModelRetry(str(exc)) from exc
+
+
 def _old_text(data: bytes) -> str:
     if b"\x00" in data:
         return f"[binary file, {len(data)} bytes]"
@@ -90,8 +113,9 @@ def preview(root: Path, path: str, content: str) -> tuple[str, str] | None:
     return old, content
 
 
-def _write(root: Path, path: str, content: str) -> str:
+def _write(root: Path, path: str, content: str, quota: int | None = None) -> str:
     data = writable_content(content)
+    check_room(root, path, len(data), quota)
     try:
         return _write_inside(root, path, data)
     except OSError as exc:
@@ -122,4 +146,6 @@ async def write_file(ctx: RunContext[TurnDeps], path: str, content: str) -> str:
     Creates the file and its folders, or replaces the file. The user approves every write.
     Files under uploads/ cannot be changed.
     """
-    return await asyncio.to_thread(_write, ctx.deps.file_root, path, content)
+    return await asyncio.to_thread(
+        _write, ctx.deps.file_root, path, content, ctx.deps.storage_quota
+    )

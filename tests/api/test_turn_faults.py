@@ -320,6 +320,54 @@ async def test_the_approved_preview_is_all_that_is_written(
     assert not (root / "huge.txt").exists() and not (root / "nul.txt").exists()
 
 
+async def test_writes_past_the_storage_quota_are_tool_errors_that_write_nothing(
+    user: Client, fakes: dict[str, FakeProviderServer], services: Services
+) -> None:
+    services.settings = services.settings.model_copy(update={"user_storage_bytes": 1000})
+    fake = fakes["openai"]
+    root = user_root(services.settings.data_dir, user.user["id"])
+    (root / "kept.txt").write_bytes(b"k" * 600)
+    fake.script(
+        Reply(
+            tool_calls=[
+                ToolCall("write_file", {"path": "fits.txt", "content": "f" * 300}, id="call_fits"),
+                ToolCall("write_file", {"path": "over.txt", "content": "o" * 500}, id="call_over"),
+                # Replacing a file counts only what it adds.
+                ToolCall("write_file", {"path": "kept.txt", "content": "r" * 900}, id="call_swap"),
+            ]
+        ),
+        Reply(text="Done what fits."),
+    )
+    chat_id = await new_chat(user)
+    chunks = parse_stream((await send(user, chat_id, "Write them")).text)
+    approvals = [c["approvalId"] for c in chunks if c["type"] == "tool-approval-request"]
+    assert approvals == ["call_fits", "call_swap"]  # the one that cannot fit asks nobody
+    chat = await wait_until_idle(user, chat_id)
+    over = calls_of(chat)["call_over"]
+    assert over["status"] == "failed"
+    assert "storage quota of 1000 bytes (600 bytes in use)" in over["result"]
+    assert_clean(services, over["result"])
+
+    # Approved, but by then the other write has taken the room: refused at write time too.
+    decided = await user.post(
+        f"/api/chats/{chat_id}/approvals",
+        json={
+            "decisions": [
+                {"tool_call_id": "call_fits", "approved": True},
+                {"tool_call_id": "call_swap", "approved": True},
+            ]
+        },
+    )
+    assert decided.status_code == 200
+    chat = await wait_until_idle(user, chat_id)
+    calls = calls_of(chat)
+    assert (root / "fits.txt").read_text() == "f" * 300
+    assert calls["call_swap"]["status"] == "failed"
+    assert "storage quota" in calls["call_swap"]["result"]
+    assert (root / "kept.txt").read_bytes() == b"k" * 600
+    assert not (root / "over.txt").exists()
+
+
 async def three_questions(user: Client, fake: FakeProviderServer, last: Reply) -> str:
     fake.script(Reply(text="A is 1."), Reply(text="B is 2."), last)
     chat_id = await new_chat(user)

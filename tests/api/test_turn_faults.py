@@ -327,45 +327,52 @@ async def test_writes_past_the_storage_quota_are_tool_errors_that_write_nothing(
     fake = fakes["openai"]
     root = user_root(services.settings.data_dir, user.user["id"])
     (root / "kept.txt").write_bytes(b"k" * 600)
+    fits = ToolCall("write_file", {"path": "fits.txt", "content": "f" * 300}, id="call_fits")
+    over = ToolCall("write_file", {"path": "over.txt", "content": "o" * 500}, id="call_over")
+    # Replacing a file counts only what it adds: 600 bytes become 900.
+    swap = ToolCall("write_file", {"path": "kept.txt", "content": "r" * 900}, id="call_swap")
     fake.script(
-        Reply(
-            tool_calls=[
-                ToolCall("write_file", {"path": "fits.txt", "content": "f" * 300}, id="call_fits"),
-                ToolCall("write_file", {"path": "over.txt", "content": "o" * 500}, id="call_over"),
-                # Replacing a file counts only what it adds.
-                ToolCall("write_file", {"path": "kept.txt", "content": "r" * 900}, id="call_swap"),
-            ]
-        ),
-        Reply(text="Done what fits."),
+        Reply(tool_calls=[fits, over]),
+        Reply(text="Wrote what fits."),
+        Reply(tool_calls=[swap]),
+        Reply(text="Replaced."),
     )
     chat_id = await new_chat(user)
     chunks = parse_stream((await send(user, chat_id, "Write them")).text)
     approvals = [c["approvalId"] for c in chunks if c["type"] == "tool-approval-request"]
-    assert approvals == ["call_fits", "call_swap"]  # the one that cannot fit asks nobody
+    assert approvals == ["call_fits"]  # the one that cannot fit asks nobody
     chat = await wait_until_idle(user, chat_id)
-    over = calls_of(chat)["call_over"]
-    assert over["status"] == "failed"
-    assert "storage quota of 1000 bytes (600 bytes in use)" in over["result"]
-    assert_clean(services, over["result"])
+    refused = calls_of(chat)["call_over"]
+    assert refused["status"] == "failed"
+    assert "storage quota of 1000 bytes (600 bytes in use)" in refused["result"]
+    assert_clean(services, refused["result"])
 
-    # Approved, but by then the other write has taken the room: refused at write time too.
+    # Meanwhile something else takes the room: the approved write is refused when it runs.
+    (root / "meanwhile.txt").write_bytes(b"m" * 200)
     decided = await user.post(
         f"/api/chats/{chat_id}/approvals",
-        json={
-            "decisions": [
-                {"tool_call_id": "call_fits", "approved": True},
-                {"tool_call_id": "call_swap", "approved": True},
-            ]
-        },
+        json={"decisions": [{"tool_call_id": "call_fits", "approved": True}]},
     )
     assert decided.status_code == 200
     chat = await wait_until_idle(user, chat_id)
-    calls = calls_of(chat)
-    assert (root / "fits.txt").read_text() == "f" * 300
-    assert calls["call_swap"]["status"] == "failed"
-    assert "storage quota" in calls["call_swap"]["result"]
-    assert (root / "kept.txt").read_bytes() == b"k" * 600
-    assert not (root / "over.txt").exists()
+    late = calls_of(chat)["call_fits"]
+    assert late["status"] == "failed"
+    assert "storage quota of 1000 bytes (800 bytes in use)" in late["result"]
+    assert not (root / "fits.txt").exists() and not (root / "over.txt").exists()
+
+    (root / "meanwhile.txt").unlink()
+    chunks = parse_stream((await send(user, chat_id, "Replace kept.txt")).text)
+    assert [c["approvalId"] for c in chunks if c["type"] == "tool-approval-request"] == [
+        "call_swap"
+    ]
+    decided = await user.post(
+        f"/api/chats/{chat_id}/approvals",
+        json={"decisions": [{"tool_call_id": "call_swap", "approved": True}]},
+    )
+    assert decided.status_code == 200
+    chat = await wait_until_idle(user, chat_id)
+    assert calls_of(chat)["call_swap"]["status"] == "done"
+    assert (root / "kept.txt").read_bytes() == b"r" * 900
 
 
 async def three_questions(user: Client, fake: FakeProviderServer, last: Reply) -> str:

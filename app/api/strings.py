@@ -6,9 +6,9 @@ form, so hashing a password, writing a row or serialising the answer fails; Post
 cannot hold NUL at all. Each was a 500, and the connection was reset.
 
 The check sits at JSON decoding rather than in each schema's string fields, so no field can
-forget it: every string of every JSON body (values and keys, however deeply nested, including
-free-form tool arguments) is checked before a route or pydantic sees it, and the first bad one
-is answered 422 in FastAPI's list form, located like pydantic's errors (`["body", "title"]`).
+forget it, not even a free-form one: every string of every JSON body (values and keys, however
+deeply nested) is checked before a route or pydantic sees it, and the first bad one is answered
+422 in FastAPI's list form, located like pydantic's errors (`["body", "title"]`).
 It runs as ASGI middleware on bodies that FastAPI would decode as JSON (a JSON content type,
 or none), and costs a scan of the raw bytes: only a body that holds a `\\u` escape or is not
 strict UTF-8 can decode to such a string, so only those are decoded here, with the decoder

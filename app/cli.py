@@ -118,10 +118,12 @@ def _serve(settings: Settings, host: str, port: int, workers: int) -> None:
         asyncio.run(_migrate(settings))
     asyncio.run(_claim_data_dir(settings))
     settings.signing_key  # noqa: B018  (create the secret once, before workers race for it)
+    # uvicorn's proxy handling would believe X-Forwarded-For from loopback; the app decides
+    # whose forwarding headers to believe (HEARTH_TRUSTED_PROXIES, app.auth.addresses).
     if workers > 1:
-        uvicorn.run("app.main:app", host=host, port=port, workers=workers, proxy_headers=True)
+        uvicorn.run("app.main:app", host=host, port=port, workers=workers, proxy_headers=False)
     else:
-        uvicorn.run(create_app(settings), host=host, port=port, proxy_headers=True)
+        uvicorn.run(create_app(settings), host=host, port=port, proxy_headers=False)
 
 
 if __name__ == "__main__":

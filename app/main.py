@@ -35,6 +35,7 @@ from app.api import (
 from app.api.json import OrjsonResponse
 from app.api.limits import BodyLimitMiddleware
 from app.api.request_id import RequestIdMiddleware, current_request_id
+from app.api.strings import JsonStringsMiddleware
 from app.auth.tokens import CSRF_HEADER, TokenCodec
 from app.chat.supervisor import TurnSupervisor
 from app.clock import Clock
@@ -164,6 +165,8 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
             headers={"X-Request-ID": request_id},
         )
 
+    # Innermost first: the body ceiling applies before the strings of a body are checked.
+    app.add_middleware(JsonStringsMiddleware, exempt=("/api/uploads",))
     app.add_middleware(BodyLimitMiddleware, exempt=("/api/uploads",))
     if settings.allowed_origins:
         app.add_middleware(

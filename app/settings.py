@@ -7,6 +7,7 @@ The table in API.md is the contract; each field here is one row of it.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import secrets
 from functools import cached_property
@@ -69,6 +70,16 @@ class Settings(BaseSettings):
     def _split_proxies(cls, value: object) -> object:
         if isinstance(value, str):
             return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _proxies_are_addresses(cls, value: list[str]) -> list[str]:
+        for proxy in value:
+            try:
+                ipaddress.ip_network(proxy.strip(), strict=False)
+            except ValueError:
+                raise ValueError(f"{proxy!r} is not an IP address or network") from None
         return value
 
     @field_validator("cookie_samesite", mode="before")

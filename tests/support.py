@@ -96,7 +96,15 @@ def free_port() -> int:
 async def live_server(app: FastAPI) -> AsyncIterator[str]:
     """Serve `app` with uvicorn on a loopback port in this event loop; yields its base URL."""
     port = free_port()
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+    # As `hearth serve` runs it: the app, not uvicorn, decides whose forwarding headers count.
+    config = uvicorn.Config(
+        app,
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        lifespan="on",
+        proxy_headers=False,
+    )
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())
     while not server.started:

@@ -1,4 +1,9 @@
-"""Sign-up, sign-in, sign-out and the current user."""
+"""Sign-up, sign-in, sign-out and the current user.
+
+Sign-up and sign-in are the two routes anyone can call, and each costs an Argon2 hash, so both
+pass the throttle (app.auth.throttle) before any password work: the attempt is counted first,
+then the password is hashed or checked, in a queue of a few at a time (app.auth.passwords).
+"""
 
 from __future__ import annotations
 
@@ -11,6 +16,7 @@ from app.api.json import json_response
 from app.api.schemas.common import error_responses
 from app.api.schemas.users import LoginIn, RegisterIn, SignedInOut
 from app.auth import throttle
+from app.auth.addresses import client_address
 from app.auth.passwords import hash_password, verify_password
 from app.auth.sessions import SessionUser, open_session, revoke_session
 from app.auth.tokens import CSRF_COOKIE, SESSION_COOKIE
@@ -18,6 +24,10 @@ from app.db.models import User
 from app.services import Services
 
 router = APIRouter(prefix="/api/auth", tags=["auth"])
+
+
+def too_many(message: str, throttled: throttle.Throttled) -> HTTPException:
+    return HTTPException(429, message, headers={"Retry-After": str(throttled.retry_after)})
 
 
 def user_dict(user: User | SessionUser) -> dict[str, object]:
@@ -50,15 +60,22 @@ def signed_in(services: Services, user: User, token: str, status_code: int) -> R
     "/register",
     status_code=201,
     response_model=SignedInOut,
-    responses=error_responses(403, 409),
+    responses=error_responses(403, 409, 429),
 )
-async def register(body: RegisterIn, services: ServicesDep, db: DbSession) -> Response:
+async def register(
+    body: RegisterIn, request: Request, services: ServicesDep, db: DbSession
+) -> Response:
     """Create an account and sign it in."""
     if not services.settings.allow_registration:
         raise HTTPException(403, "registration is closed")
+    now = services.clock.now()
+    limit = throttle.signup_limit(client_address(request), services.settings)
+    try:
+        await throttle.admit(db, [limit], now)
+    except throttle.Throttled as exc:
+        raise too_many("too many sign-ups from this address; try again later", exc) from exc
     if await db.scalar(select(User.id).where(User.email == body.email)) is not None:
         raise HTTPException(409, "an account with this email exists")
-    now = services.clock.now()
     user = User(
         email=body.email,
         password_hash=await hash_password(body.password),
@@ -80,20 +97,30 @@ async def register(body: RegisterIn, services: ServicesDep, db: DbSession) -> Re
 @router.post("/login", response_model=SignedInOut, responses=error_responses(401, 429))
 async def login(body: LoginIn, request: Request, services: ServicesDep, db: DbSession) -> Response:
     """Sign in with email and password; sets the session and CSRF cookies."""
+    settings = services.settings
     now = services.clock.now()
-    keys = throttle.throttle_keys(body.email, request.client.host if request.client else None)
-    wait = await throttle.retry_after(db, keys, now, services.settings.login_max_failures)
-    if wait is not None:
-        raise HTTPException(
-            429, "too many failed sign-ins; try again later", headers={"Retry-After": str(wait)}
-        )
+    address = client_address(request)
+    limits = throttle.login_limits(body.email, address, settings)
+    try:
+        attempt = await throttle.admit(db, limits, now)
+    except throttle.Throttled as exc:
+        raise too_many("too many failed sign-ins; try again later", exc) from exc
+    email_key = throttle.email_key(body.email)
+    delay = throttle.slowdown(
+        await throttle.failures(db, email_key, now), settings.login_max_failures
+    )
+    if delay:
+        await throttle.pause(delay)
     user = await db.scalar(select(User).where(User.email == body.email))
     if not await verify_password(user.password_hash if user else None, body.password):
-        await throttle.record_failure(db, keys, now)
+        # The attempt's own rows stay: they were counted as failures from the start.
+        throttle.record_failure(db, email_key, now)
         await db.commit()
         raise HTTPException(401, "wrong email or password")
     assert user is not None
-    await throttle.clear_failures(db, keys[0])
+    pair, per_address = (limit.key for limit in limits)
+    await throttle.clear(db, pair)
+    await throttle.forget(db, [attempt[per_address]])
     token = await open_session(db, services.codec, user, now, services.session_policy)
     await db.commit()
     return signed_in(services, user, token, 200)

@@ -2,7 +2,8 @@
 
 A cursor is the sort key of the last item served (a timestamp and an id), so pages stay free of
 duplicates and gaps while rows are added, and each page costs one index range scan however
-deep the client has paged. It is opaque to clients (base64url JSON), and a damaged one is a 422.
+deep the client has paged. It is opaque to clients (base64url JSON), and a damaged one is a 422:
+anything but the exact shape issued (two strings, an aware timestamp with a UTC form, a UUID).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import uuid
 from base64 import urlsafe_b64decode, urlsafe_b64encode
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated
 
 import orjson
@@ -37,12 +38,20 @@ class Cursor:
     def decode(cls, value: str) -> Cursor:
         try:
             padded = value + "=" * (-len(value) % 4)
-            at, ident = orjson.loads(urlsafe_b64decode(padded.encode("ascii")))
+            decoded = orjson.loads(urlsafe_b64decode(padded.encode("ascii")))
+            if not (
+                isinstance(decoded, list)
+                and len(decoded) == 2
+                and all(isinstance(part, str) for part in decoded)
+            ):
+                raise ValueError("not a [timestamp, id] pair")
+            at, ident = decoded
             parsed = datetime.fromisoformat(at)
             if parsed.tzinfo is None:
                 raise ValueError("naive timestamp")
-            return cls(parsed, uuid.UUID(ident))
-        except (ValueError, TypeError, UnicodeError, orjson.JSONDecodeError) as exc:
+            # In UTC, as stored: a time that has no UTC form (year 1 at +14:00) fails here.
+            return cls(parsed.astimezone(UTC), uuid.UUID(ident))
+        except (ValueError, TypeError, OverflowError, UnicodeError, orjson.JSONDecodeError) as exc:
             raise unprocessable(
                 ("query", "cursor"), "cursor is not one this server issued"
             ) from exc

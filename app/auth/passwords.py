@@ -1,22 +1,46 @@
-"""Argon2id password hashing, run off the event loop.
+"""Argon2id password hashing, run off the event loop a few at a time, and the password policy.
 
-Hashing is deliberately slow (tens of milliseconds of CPU), so it runs in a worker thread.
+Hashing is deliberately slow (tens of milliseconds of CPU and 64 MiB of memory each), so it runs
+in worker threads, and at most `SLOTS` (about one per core) hash or verify at once in a process:
+the rest wait their turn in a queue. Without that bound a burst of sign-ups or sign-ins ran one
+hash per request in parallel, each holding its 64 MiB, and the process grew by gigabytes while
+every request got slower. Queued callers wait; none is refused for it.
+
 Logins for unknown emails still verify against a fixed hash, so the answer takes as long
 whether or not the account exists.
+
+The policy refuses passwords that are only whitespace and the most common passwords, from the
+frequency list that zxcvbn ships (30,000 passwords seen in real leaks), compared ignoring case
+and surrounding whitespace. The list is a maintained package's, not one written here.
 """
 
 from __future__ import annotations
+
+import os
+from functools import cache
 
 import anyio
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+SLOTS = max(1, _cores())
+"""How many hashes or verifications run at once in this process."""
+
 _hasher = PasswordHasher()
 _DUMMY_HASH = _hasher.hash("hearth-timing-equaliser")
+_slots = anyio.CapacityLimiter(SLOTS)
 
 
-async def hash_password(password: str) -> str:
-    return await anyio.to_thread.run_sync(_hasher.hash, password)
+def _hash(password: str) -> str:
+    return _hasher.hash(password)
 
 
 def _verify(stored: str, password: str) -> bool:
@@ -26,9 +50,30 @@ def _verify(stored: str, password: str) -> bool:
         return False
 
 
+async def hash_password(password: str) -> str:
+    return await anyio.to_thread.run_sync(_hash, password, limiter=_slots)
+
+
 async def verify_password(stored: str | None, password: str) -> bool:
     """True when `password` matches `stored`; `None` (no such user) costs the same and fails."""
     if stored is None:
-        await anyio.to_thread.run_sync(_verify, _DUMMY_HASH, password + "\x00")
+        await anyio.to_thread.run_sync(_verify, _DUMMY_HASH, password + "\x00", limiter=_slots)
         return False
-    return await anyio.to_thread.run_sync(_verify, stored, password)
+    return await anyio.to_thread.run_sync(_verify, stored, password, limiter=_slots)
+
+
+@cache
+def _common_passwords() -> frozenset[str]:
+    from zxcvbn.frequency_lists import FREQUENCY_LISTS
+
+    return frozenset(FREQUENCY_LISTS["passwords"])
+
+
+def password_problem(password: str) -> str | None:
+    """Why `password` may not be chosen, or None when it may (length is checked by the schema)."""
+    stripped = password.strip()
+    if not stripped:
+        return "a password cannot be only whitespace"
+    if stripped.lower() in _common_passwords():
+        return "this password is one of the most common passwords; choose another"
+    return None

@@ -57,5 +57,7 @@ class TokenCodec:
         """The double-submit check: header equals cookie, and both belong to this session."""
         if not header or not cookie:
             return False
+        if not (header.isascii() and cookie.isascii()):
+            return False  # a genuine token is ASCII; compare_digest refuses other str
         expected = self.csrf_for(token)
         return hmac.compare_digest(header, cookie) and hmac.compare_digest(header, expected)

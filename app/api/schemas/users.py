@@ -9,6 +9,7 @@ from datetime import datetime
 from pydantic import BaseModel, Field, field_validator
 
 from app.api.schemas.common import RequestBody
+from app.auth.passwords import password_problem
 
 # Deliberately plain: one `@`, no spaces, a dot in the domain. Deliverability is not ours to judge.
 _EMAIL = re.compile(r"^[^@\s\x00-\x1f]+@[^@\s\x00-\x1f]+\.[^@\s\x00-\x1f.]+$")
@@ -41,6 +42,14 @@ class RegisterIn(RequestBody):
     display_name: str | None = Field(default=None, max_length=200)
 
     _email = field_validator("email")(_normal_email)
+
+    @field_validator("password")
+    @classmethod
+    def _allowed_password(cls, value: str) -> str:
+        problem = password_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
 
     @field_validator("display_name")
     @classmethod

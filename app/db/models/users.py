@@ -1,8 +1,8 @@
 """Accounts and what authenticates them: users, their sessions, and failed-login records.
 
 A session row keeps only the SHA-256 of the random token in the cookie, so a copy of the
-database signs nobody in. Failed logins are rows rather than process memory so the throttle
-holds across every worker sharing the database.
+database signs nobody in. Sign-in and sign-up attempts are rows rather than process memory so
+the throttle holds across every worker sharing the database.
 """
 
 from __future__ import annotations
@@ -51,5 +51,6 @@ class LoginFailure(Base):
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
     key: Mapped[str] = mapped_column(String(400))
-    """`email:<address>` or `ip:<address>`."""
+    """What was attempted: `login:<email>|<address>`, `ip:<address>`, `email:<email>` or
+    `signup:<address>` (app.auth.throttle); the table keeps attempts, not only failures."""
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)

@@ -1,10 +1,13 @@
 """Argon2id password hashing, run off the event loop a few at a time, and the password policy.
 
 Hashing is deliberately slow (tens of milliseconds of CPU and 64 MiB of memory each), so it runs
-in worker threads, and at most `SLOTS` (about one per core) hash or verify at once in a process:
-the rest wait their turn in a queue. Without that bound a burst of sign-ups or sign-ins ran one
-hash per request in parallel, each holding its 64 MiB, and the process grew by gigabytes while
-every request got slower. Queued callers wait; none is refused for it.
+in a pool of its own of `SLOTS` threads (about one per core): at most that many hash or verify at
+once in a process, and the rest wait their turn in the pool's queue. Without that bound a burst of
+sign-ups or sign-ins ran one hash per request in parallel, each holding its 64 MiB, and the
+process grew by gigabytes while every request got slower. Queued callers wait; none is refused.
+The pool's threads run at the lowest CPU priority (Linux lets a thread lower its own), so a burst
+of hashes takes the cores only when nothing else wants them: the event loop, and every other
+request with it, keeps answering while they run.
 
 Logins for unknown emails still verify against a fixed hash, so the answer takes as long
 whether or not the account exists.
@@ -16,12 +19,19 @@ and surrounding whitespace. The list is a maintained package's, not one written 
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from functools import cache
+from typing import Any, TypeVar
 
-import anyio
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
+
+T = TypeVar("T")
 
 
 def _cores() -> int:
@@ -36,7 +46,18 @@ SLOTS = max(1, _cores())
 
 _hasher = PasswordHasher()
 _DUMMY_HASH = _hasher.hash("hearth-timing-equaliser")
-_slots = anyio.CapacityLimiter(SLOTS)
+
+
+def _lowest_priority() -> None:
+    with contextlib.suppress(AttributeError, OSError):  # elsewhere than Linux: as it is
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+
+
+_pool = ThreadPoolExecutor(SLOTS, "hearth-password", initializer=_lowest_priority)
+
+
+async def _in_pool(function: Callable[..., T], *args: Any) -> T:
+    return await asyncio.get_running_loop().run_in_executor(_pool, function, *args)
 
 
 def _hash(password: str) -> str:
@@ -51,15 +72,15 @@ def _verify(stored: str, password: str) -> bool:
 
 
 async def hash_password(password: str) -> str:
-    return await anyio.to_thread.run_sync(_hash, password, limiter=_slots)
+    return await _in_pool(_hash, password)
 
 
 async def verify_password(stored: str | None, password: str) -> bool:
     """True when `password` matches `stored`; `None` (no such user) costs the same and fails."""
     if stored is None:
-        await anyio.to_thread.run_sync(_verify, _DUMMY_HASH, password + "\x00", limiter=_slots)
+        await _in_pool(_verify, _DUMMY_HASH, password + "\x00")
         return False
-    return await anyio.to_thread.run_sync(_verify, stored, password, limiter=_slots)
+    return await _in_pool(_verify, stored, password)
 
 
 @cache

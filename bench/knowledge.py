@@ -1,8 +1,9 @@
 """Knowledge search on both databases: ingestion rate, search latency and recall of planted facts.
 
-hearth makes a user's text and PDF uploads searchable (`app/knowledge`): the `Ingestor` reads
-each `pending` upload in a worker thread (pypdf per page, or strict UTF-8), chunks it and writes
-its passages and its `ready` status in one transaction, at most `CONCURRENCY` (2) at once;
+hearth makes a user's text and PDF uploads searchable (`app/knowledge`): the `Ingestor` has
+each `pending` upload read and chunked in a worker process (pypdf per page, or strict UTF-8,
+within the limits of `app.knowledge.extract`) and writes its passages and its `ready` status in
+one transaction, at most `CONCURRENCY` (2) at once, round-robin across users;
 `search` ranks the user's passages with SQLite FTS5 (bm25) or PostgreSQL full-text (`ts_rank`).
 This script measures, for each engine of `--engines` (SQLite and PostgreSQL by default), in one
 run and on the same corpus:
@@ -13,14 +14,17 @@ run and on the same corpus:
     user and an other user are inserted. The documents' files are written under the user's
     file root and their `Upload` rows inserted as `pending` (sniffed type, real size and
     SHA-256), as an upload does; that staging is not timed. Then, timed with
-    `time.perf_counter`: every upload of a set is `Ingestor.submit`ted and
-    `await Ingestor.idle()` waits for all of them. Two sets, one after the other: first the PDFs
-    (into an empty index), then the Markdown documents (on top of them).
+    `time.perf_counter`: every upload of a set is `Ingestor.submit`ted (with its owner, as the
+    upload route does) and `await Ingestor.idle()` waits for all of them. Two sets, one after
+    the other: first the PDFs (into an empty index; the timing includes starting the worker
+    processes, about 0.2 s, as a fresh server's first ingestions do), then the Markdown
+    documents (on top of them).
     Reported: PDF pages per second (and chunks/s, MiB/s of PDF); Markdown chunks per second and
     MiB/s of text. The files were just written, so they are read from the page cache: the
     figures are hearth's work (extraction, chunking, inserts and index maintenance), not the
-    disk's. For context, the extraction and chunking alone (`app.knowledge.ingest.extract` on
-    the same files, one thread, no database) is timed once before the engines run.
+    disk's. For context, the extraction and chunking alone (`app.knowledge.extract.extract` on
+    the same files, in this process, one thread, no database) is timed once before the engines
+    run.
     No target: figures only.
 
 (2) Search latency over an index of at least `--chunks` passages (10,000). The corpus is
@@ -111,7 +115,8 @@ from app.db.models import KnowledgeChunk, Upload, User
 from app.files.roots import user_root
 from app.files.sniff import SNIFF_BYTES, sniff
 from app.knowledge.chunking import chunk_text, looks_like_markdown
-from app.knowledge.ingest import CONCURRENCY, Ingestor, extract, is_document
+from app.knowledge.extract import extract
+from app.knowledge.ingest import CONCURRENCY, Ingestor, is_document
 from app.knowledge.search import Hit, search
 from tests.knowledge.corpus import ATTRIBUTES, FILLER, Fact, generate, recall_at
 from tests.support import PG_ADMIN_URL, fresh_database, pg_available
@@ -423,11 +428,13 @@ async def stage(
     return ids
 
 
-async def ingest_all(ingestor: Ingestor, upload_ids: Sequence[uuid.UUID]) -> float:
+async def ingest_all(
+    ingestor: Ingestor, owner: uuid.UUID, upload_ids: Sequence[uuid.UUID]
+) -> float:
     """Seconds from submitting every upload to the last ingestion's end."""
     started = time.perf_counter()
     for upload_id in upload_ids:
-        ingestor.submit(upload_id)
+        ingestor.submit(upload_id, owner)
     await ingestor.idle()
     return time.perf_counter() - started
 
@@ -537,20 +544,20 @@ async def measure(
         pdf = Ingestion(
             len(pdf_ids),
             sum(len(d.data) for d in corpus.pdfs),
-            await ingest_all(ingestor, pdf_ids),
+            await ingest_all(ingestor, owner, pdf_ids),
             pages=sum(d.pages for d in corpus.pdfs),
         )
         lap("ingest PDF")
         txt = Ingestion(
             len(text_ids),
             sum(len(d.data) for d in corpus.texts),
-            await ingest_all(ingestor, text_ids),
+            await ingest_all(ingestor, owner, text_ids),
         )
         lap("ingest text")
         foreign = Ingestion(
             len(foreign_ids),
             sum(len(d.data) for d in workload.foreign),
-            await ingest_all(ingestor, foreign_ids),
+            await ingest_all(ingestor, other, foreign_ids),
         )
         lap("ingest other user")
     finally:

@@ -135,14 +135,16 @@ async def create_uploads(request: Request, auth: BriefAuth, services: ServicesDe
         with anyio.CancelScope(shield=True):
             await anyio.to_thread.run_sync(form.discard)
         raise
-    ingest(services, [upload.id for upload in uploads if upload.ingest_status is not None])
+    documents = [upload.id for upload in uploads if upload.ingest_status is not None]
+    ingest(services, auth.user.id, documents)
     return json_response([_render(upload) for upload in uploads], 201)
 
 
-def ingest(services: Services, upload_ids: list[uuid.UUID]) -> None:
+def ingest(services: Services, user_id: uuid.UUID, upload_ids: list[uuid.UUID]) -> None:
+    """Queue the user's documents for ingestion, in this order (each user's turn comes round)."""
     if services.ingestor is not None:
         for upload_id in upload_ids:
-            services.ingestor.submit(upload_id)
+            services.ingestor.submit(upload_id, user_id)
 
 
 @router.get("", response_model=UploadPage, responses=error_responses(401))
@@ -201,7 +203,7 @@ async def ingest_upload(
         )
     upload.ingest_status, upload.ingest_error = "pending", None
     await db.commit()
-    ingest(services, [upload.id])
+    ingest(services, auth.user.id, [upload.id])
     return json_response(_render(upload), 202)
 
 

@@ -9,6 +9,14 @@ so a fact that straddles a cut is still found whole in one of them.
 
 Chunking is a pure function of the text: the same document always gives the same chunks, which
 is what makes chunk ids stable across re-ingestion.
+
+The text is untrusted, so every step is linear in its length. Headings and fences are read with
+string methods, not with a pattern that could backtrack (`^(#{1,6})[ \t]+(.+?)[ \t#]*$` took
+seconds on one line of spaces). The two patterns left have no ambiguous quantifier: a paragraph
+break is a newline, a run of spaces and tabs, a newline; a sentence end is a closing mark, a run
+of quotes or brackets, a run of whitespace (disjoint classes, each scan starting only after a
+sentence mark). Chunks come out one at a time (`iter_text_chunks`, `page_chunks`), so a caller
+can stop at a limit without chunking the rest.
 """
 
 from __future__ import annotations
@@ -20,8 +28,8 @@ from dataclasses import dataclass
 MAX_CHARS = 1200
 OVERLAP_CHARS = 200
 
-_HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t#]*$")
-_FENCE = re.compile(r"^(```|~~~)")
+_FENCES = ("```", "~~~")
+_PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n")
 _SENTENCE_END = re.compile(r"(?<=[.!?…])[\"')\]]*\s+")
 
 
@@ -34,27 +42,47 @@ class Chunk:
     """The PDF page (from 1) the passage is on; None outside PDFs."""
 
 
+def heading(line: str) -> tuple[int, str] | None:
+    """A Markdown ATX heading's (level, title), or None: one to six `#`, a space or tab, the
+    title; trailing spaces, tabs and `#` are not part of it."""
+    level = len(line) - len(line.lstrip("#"))
+    if not 1 <= level <= 6 or line[level : level + 1] not in (" ", "\t"):
+        return None
+    rest = line[level:]
+    words = rest.lstrip(" \t")
+    if not words:  # only blanks: a heading with no title, once there are two of them
+        return (level, "") if len(rest) > 1 else None
+    title = words.rstrip(" \t#") or words[0]
+    return level, title.strip()
+
+
 def looks_like_markdown(filename: str, text: str) -> bool:
     """Markdown by name (`.md`, `.markdown`) or by its `#` heading lines."""
     if filename.lower().endswith((".md", ".markdown")):
         return True
-    return any(_HEADING.match(line) for line in text.splitlines()[:2000])
+    return any(heading(line) for line in text.splitlines()[:2000])
 
 
 def chunk_text(text: str, *, markdown: bool) -> list[Chunk]:
     """The chunks of a text document (headings guide the cuts when `markdown`)."""
-    chunks: list[Chunk] = []
-    for heading, body in _sections(text, markdown):
-        chunks.extend(Chunk(piece, heading) for piece in _pack(_paragraphs(body)))
-    return chunks
+    return list(iter_text_chunks(text, markdown=markdown))
+
+
+def iter_text_chunks(text: str, *, markdown: bool) -> Iterator[Chunk]:
+    """`chunk_text`, one chunk at a time."""
+    for path, body in _sections(text, markdown):
+        for piece in _pack(_paragraphs(body)):
+            yield Chunk(piece, path)
 
 
 def chunk_pages(pages: Iterable[str]) -> list[Chunk]:
     """The chunks of a PDF's pages (text per page): no chunk spans two pages."""
-    chunks: list[Chunk] = []
-    for number, page in enumerate(pages, start=1):
-        chunks.extend(Chunk(piece, None, number) for piece in _pack(_paragraphs(page)))
-    return chunks
+    return [chunk for n, page in enumerate(pages, start=1) for chunk in page_chunks(n, page)]
+
+
+def page_chunks(number: int, page: str) -> list[Chunk]:
+    """The chunks of one PDF page (`number` from 1)."""
+    return [Chunk(piece, None, number) for piece in _pack(_paragraphs(page))]
 
 
 def _sections(text: str, markdown: bool) -> Iterator[tuple[str | None, str]]:
@@ -66,16 +94,16 @@ def _sections(text: str, markdown: bool) -> Iterator[tuple[str | None, str]]:
     body: list[str] = []
     fenced = False
     for line in text.splitlines():
-        if _FENCE.match(line.lstrip()):
+        if line.lstrip().startswith(_FENCES):
             fenced = not fenced
-        match = None if fenced else _HEADING.match(line)
-        if match is None:
+        found = None if fenced else heading(line)
+        if found is None:
             body.append(line)
             continue
         yield _path(path), "\n".join(body)
-        level = len(match.group(1))
-        path = [(lvl, title) for lvl, title in path if lvl < level]
-        path.append((level, match.group(2).strip()))
+        level, title = found
+        path = [(lvl, name) for lvl, name in path if lvl < level]
+        path.append((level, title))
         body = []
     yield _path(path), "\n".join(body)
 
@@ -87,7 +115,7 @@ def _path(path: list[tuple[int, str]]) -> str | None:
 def _paragraphs(body: str) -> list[str]:
     """Blank-line separated paragraphs, whitespace inside each made single."""
     paragraphs = []
-    for block in re.split(r"\n[ \t]*\n", body):
+    for block in _PARAGRAPH_BREAK.split(body):
         lines = [line.strip() for line in block.splitlines()]
         paragraph = " ".join(line for line in lines if line)
         if paragraph:

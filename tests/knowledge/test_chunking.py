@@ -1,14 +1,25 @@
-"""Chunking: headings and paragraphs guide the cuts, sizes stay bounded, overlap is small."""
+"""Chunking: headings and paragraphs guide the cuts, sizes stay bounded, overlap is small, and
+no line, however hostile, takes more than linear time."""
 
 from __future__ import annotations
 
 import itertools
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
 
 from app.knowledge.chunking import (
     MAX_CHARS,
     OVERLAP_CHARS,
     chunk_pages,
     chunk_text,
+    heading,
     looks_like_markdown,
 )
 
@@ -72,3 +83,67 @@ def test_chunking_is_stable_and_markdown_is_recognised() -> None:
     assert looks_like_markdown("notes.MD", "plain")
     assert looks_like_markdown("notes.txt", "intro\n## Section\nbody")
     assert not looks_like_markdown("notes.txt", "#tag\nplain")
+
+
+MARKDOWN_HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t#]*$")
+"""The CommonMark-ish rule headings were once matched with (quadratic on a line of blanks)."""
+
+
+def test_heading_reads_lines_as_the_markdown_rule_does() -> None:
+    rng = random.Random(5)
+    alphabet = "#  \t\u00a0ab\\\r\x0c"
+    lines = [
+        "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12))) for _ in range(50_000)
+    ]
+    lines += ["# Title #", "###### Six", "####### Seven", "#\tTab", "# ", "#  ", "##", "# a # b #"]
+    for line in lines:
+        match = MARKDOWN_HEADING.match(line)
+        expected = None if match is None else (len(match.group(1)), match.group(2).strip())
+        assert heading(line) == expected, line
+
+
+HOSTILE = [
+    # (document, markdown): lines a backtracking pattern takes time quadratic in.
+    ("# a" + " " * 60_000 + "b", True),
+    ("# a" + " " * 600_000 + "b", True),
+    ("# a" + " \t#" * 200_000 + "b", True),
+    ("#" * 6 + " " + "#" * 600_000 + " x", True),
+    ("intro\n" + "# a" + " " * 600_000 + "b", False),
+    ("\n" + " \t" * 300_000 + "x\n" * 3, False),
+    ("." + "')\"]" * 150_000 + "x", False),
+    ("Yes. " * 120_000, False),
+]
+
+
+def chunk_in_child(document: str, markdown: bool) -> list[list[object]]:
+    """The chunks of `document`, computed in a fresh interpreter that is stopped if it hangs."""
+    program = (
+        "import json, sys\n"
+        "from app.knowledge.chunking import chunk_text, looks_like_markdown\n"
+        "text, markdown = json.load(sys.stdin)\n"
+        "markdown = markdown or looks_like_markdown('notes.txt', text)\n"
+        "chunks = chunk_text(text, markdown=markdown)\n"
+        "json.dump([[c.heading, len(c.text), c.text[:20]] for c in chunks], sys.stdout)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    done = subprocess.run(
+        [sys.executable, "-c", program],
+        input=json.dumps([document, markdown]),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,  # a guard against a hang: linear chunking takes milliseconds here
+        check=True,
+    )
+    return json.loads(done.stdout)
+
+
+@pytest.mark.parametrize(("document", "markdown"), HOSTILE, ids=range(len(HOSTILE)))
+def test_hostile_lines_are_chunked_in_linear_time(document: str, markdown: bool) -> None:
+    chunks = chunk_in_child(document, markdown)
+    assert chunks == [
+        [c.heading, len(c.text), c.text[:20]]
+        for c in chunk_text(document, markdown=markdown or looks_like_markdown("n.txt", document))
+    ]
+    if document.startswith("# a "):
+        assert chunks == [] or chunks[0][0].startswith("a ")

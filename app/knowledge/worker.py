@@ -14,6 +14,8 @@ allocation past it raises `MemoryError` instead of starving the machine, and its
 The parent gives each reply `Limits.seconds` of wall-clock time, counted from the job's sending
 (the child's start-up is not counted), and kills the child when it is over. A child that ran
 out of memory, was killed, or died is never reused: the next document starts a fresh one.
+Children run at a lower CPU priority (nice 10): ingestion is background work, and the serving
+process comes first when both want the cores.
 
 `WorkerPool` keeps up to `size` idle children for the next documents (starting one costs about
 0.3 s); it does not schedule: the `Ingestor` decides which documents run and how many at once.
@@ -250,6 +252,8 @@ def main() -> None:
     import warnings
 
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    with contextlib.suppress(OSError):
+        os.nice(10)  # background work: the serving process comes first for the cores
     warnings.simplefilter("ignore")
     logging.getLogger("pypdf").setLevel(logging.CRITICAL)  # hostile files warn a lot
     import pypdf  # noqa: F401  (imported before the first job, not inside its time limit)

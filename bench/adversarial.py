@@ -83,6 +83,7 @@ from _turns import (
     Account,
     Connection,
     Exchange,
+    _cookies,
     free_port,
     fresh_database,
     quantile,
@@ -232,14 +233,6 @@ providers:
         context_window: 1000000
         max_output_tokens: 1024
 """
-
-
-def _cookies(exchange: Exchange) -> dict[str, str]:
-    found = {}
-    for header in exchange.header_values("set-cookie"):
-        name, _, rest = header.partition("=")
-        found[name.strip()] = rest.split(";", 1)[0].strip('"')
-    return found
 
 
 async def sign_up(conn: Connection, email: str) -> Account:

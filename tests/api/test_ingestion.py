@@ -15,7 +15,6 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from fpdf import FPDF
 from sqlalchemy import func, select
 
 from app.db.models import KnowledgeChunk
@@ -25,20 +24,10 @@ from app.knowledge.search import search
 from app.services import Services
 from tests.api.test_uploads import PNG, upload_one
 from tests.conftest import NewUser
-from tests.knowledge.documents import add_document, busy_page, dense_page, shared_stream_pdf
+from tests.knowledge.documents import add_document, busy_page, dense_page, pdf, shared_stream_pdf
 from tests.support import Client
 
 pytestmark = pytest.mark.usefixtures("services")
-
-
-def pdf(*pages: str) -> bytes:
-    document = FPDF()
-    document.set_font("helvetica", size=12)
-    for text in pages:
-        document.add_page()
-        if text:
-            document.multi_cell(0, 8, text)
-    return bytes(document.output())
 
 
 async def settled(client: Client, upload_id: str, within: float = 20) -> dict[str, Any]:

@@ -8,6 +8,7 @@ import uuid
 from datetime import timedelta
 from io import BytesIO
 
+from fpdf import FPDF
 from pypdf import PdfWriter
 from pypdf.generic import DecodedStreamObject, DictionaryObject, NameObject
 
@@ -49,6 +50,17 @@ async def add_document(
         assert services.ingestor is not None
         await services.ingestor.ingest(upload_id)
     return upload_id
+
+
+def pdf(*pages: str) -> bytes:
+    """A PDF with one page of text per argument (an empty one is an empty page)."""
+    document = FPDF()
+    document.set_font("helvetica", size=12)
+    for text in pages:
+        document.add_page()
+        if text:
+            document.multi_cell(0, 8, text)
+    return bytes(document.output())
 
 
 def shared_stream_pdf(content: bytes, pages: int) -> bytes:

@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fpdf import FPDF
 
 from app.knowledge.extract import (
     CHARS_PER_BYTE,
@@ -16,17 +15,7 @@ from app.knowledge.extract import (
     Limits,
     extract,
 )
-from tests.knowledge.documents import dense_page, shared_stream_pdf
-
-
-def pdf(*pages: str) -> bytes:
-    document = FPDF()
-    document.set_font("helvetica", size=12)
-    for text in pages:
-        document.add_page()
-        if text:
-            document.multi_cell(0, 8, text)
-    return bytes(document.output())
+from tests.knowledge.documents import dense_page, pdf, shared_stream_pdf
 
 
 def write(tmp_path: Path, name: str, data: bytes) -> Path:

@@ -14,7 +14,10 @@ serialization mode with their camelCase aliases. The schema therefore follows th
 pydantic-ai adds a field or a chunk. Only hearth's data parts are hearth's: each is a subclass of
 pydantic-ai's `DataChunk` whose `type` is a literal and whose `data` is a model of what hearth
 puts there (API.md, "Sending a message"). The generic `DataChunk` itself is left out, so a data
-part the document does not name is a conformance failure, not silently accepted.
+part the document does not name is a conformance failure, not silently accepted. One data part
+is pydantic-ai's own and not hearth's: `data-tool-availability-delta`, which its deferred tool
+loading sends when a tool activation reveals tools (`{added, tool_call_id}`); it is described
+here because hearth passes it through.
 
 The chunks sit in `components/schemas` (prefixed `UIChunk` / `UIData`, so they cannot collide
 with the API's own models); `install` adds them to the document FastAPI generates, since FastAPI
@@ -85,6 +88,13 @@ class UsageData(_Data):
     cache_write_tokens: int
 
 
+class ToolAvailabilityData(_Data):
+    """pydantic-ai's own part: the tools a tool activation revealed to the model."""
+
+    added: list[str]
+    tool_call_id: str | None
+
+
 class UserMessagePart(chunks.DataChunk):
     type: Literal["data-user-message"]  # type: ignore[assignment]
     data: UserMessageData
@@ -115,6 +125,11 @@ class UsagePart(chunks.DataChunk):
     data: UsageData
 
 
+class ToolAvailabilityPart(chunks.DataChunk):
+    type: Literal["data-tool-availability-delta"]  # type: ignore[assignment]
+    data: ToolAvailabilityData
+
+
 DATA_PARTS: tuple[type[chunks.DataChunk], ...] = (
     UserMessagePart,
     AssistantMessagePart,
@@ -122,6 +137,7 @@ DATA_PARTS: tuple[type[chunks.DataChunk], ...] = (
     CitationsPart,
     CompactionPart,
     UsagePart,
+    ToolAvailabilityPart,
 )
 
 

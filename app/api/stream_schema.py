@@ -5,8 +5,9 @@ A turn answers `text/event-stream` in the Vercel AI SDK UI message stream protoc
 "a stream of", so, as schema-driven tools read it (schemathesis among them), the media type's
 `schema` describes one event: an object whose `data` is a string that is either `[DONE]` or
 JSON (`contentMediaType: application/json`) matching `contentSchema`, the union of the chunks.
-The union is a `oneOf` keyed on `type` (with a `discriminator` mapping), so a client generator
-gets one type per chunk and a validator names the chunk that does not fit.
+(OpenAPI 3.2 spells this `itemSchema`; FastAPI writes 3.1 documents, where `schema` is what
+these tools read per event.) The union is a `oneOf` keyed on `type` (with a `discriminator`
+mapping), so a client generator gets one type per chunk.
 
 The standard chunks are not written here: they are pydantic-ai's own Vercel AI chunk models
 (`pydantic_ai.ui.vercel_ai.response_types`), the very classes the encoder serializes, taken in

@@ -545,7 +545,8 @@ def test_real_turns_stream_events_that_match_the_document(
     ]
     for content in contents:
         case = operation.Case(path_parameters={"chat_id": chat_id}, body={"content": content})
-        kwargs = case.as_transport_kwargs(base_url=signed_in.base_url, headers=signed_in.headers())
+        headers = {**signed_in.headers(), "Connection": "close"}
+        kwargs = case.as_transport_kwargs(base_url=signed_in.base_url, headers=headers)
         kwargs.pop("json", None)
         kwargs["data"] = json.dumps({"content": content}).encode()
         response = signed_in.session.request(**kwargs, timeout=120)

@@ -12,6 +12,7 @@ import gc
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
@@ -35,6 +36,7 @@ from app.api import (
 from app.api.json import OrjsonResponse
 from app.api.limits import BodyLimitMiddleware
 from app.api.request_id import RequestIdMiddleware, current_request_id
+from app.api.stream_schema import install as install_stream_schema
 from app.api.strings import JsonStringsMiddleware
 from app.auth.tokens import CSRF_HEADER, TokenCodec
 from app.chat.supervisor import TurnSupervisor
@@ -148,6 +150,15 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
     ):
         app.include_router(module.router)
     app.mount("/web", web.client_files(), name="web")
+
+    def openapi() -> dict[str, Any]:
+        # FastAPI builds (and caches) the document from the routes; the stream routes' event
+        # chunks are components no route declares, so they are added once, here.
+        if app.openapi_schema is None:
+            app.openapi_schema = install_stream_schema(FastAPI.openapi(app))
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:

@@ -17,8 +17,8 @@ from pydantic import BaseModel, Field, StrictBool
 from app.api.chats import usable_model
 from app.api.deps import Auth, DbSession, ServicesDep
 from app.api.errors import unprocessable
-from app.api.messages import STREAM_RESPONSE
 from app.api.schemas.common import RequestBody, error_responses
+from app.api.stream_schema import STREAM_RESPONSE
 from app.chat import approvals, leases, store
 from app.chat.stream import STREAM_HEADERS
 from app.chat.turns import TurnPlan

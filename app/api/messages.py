@@ -13,6 +13,7 @@ from app.api.chats import usable_model
 from app.api.deps import Auth, DbSession, ServicesDep
 from app.api.errors import unprocessable
 from app.api.schemas.common import RequestBody, error_responses
+from app.api.stream_schema import STREAM_RESPONSE
 from app.chat import approvals, leases, store
 from app.chat.recorder import round_row
 from app.chat.stream import STREAM_HEADERS
@@ -38,14 +39,6 @@ class StopOut(BaseModel):
 def title_from(content: str) -> str | None:
     first = next((line.strip() for line in content.splitlines() if line.strip()), "")
     return first[:TITLE_LENGTH] or None
-
-
-STREAM_RESPONSE = {
-    200: {
-        "description": "The turn, as a Vercel AI SDK UI message stream (server-sent events)",
-        "content": {"text/event-stream": {"schema": {"type": "string"}}},
-    }
-}
 
 
 @router.post(

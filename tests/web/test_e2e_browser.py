@@ -4,6 +4,14 @@ Each test drives the page as a person would, by the names a screen reader announ
 button names, the `log` region, one `article` per message), and checks what the page shows
 against what hearth stored. The client reads the stream itself, so a turn seen arriving word by
 word here is the UI message stream rendered as it comes.
+
+Nothing here depends on how fast the machine is: every look at the page is one of Playwright's
+retrying assertions (`expect`), which wait for the page to reach the state, and never a one-off
+read that may come before the page got there. Two states need care. An image is visible before
+it has loaded, so its size is awaited (`to_have_js_property("naturalWidth", ...)`), not read.
+And once a turn's stream ends, the page reloads the chat and redraws every message, closing any
+section opened meanwhile, so a test waits for that (`turn_drawn`) before it opens one. The
+tests pass with every core kept busy (`bench/burn_cpu.py`).
 """
 
 from __future__ import annotations
@@ -63,6 +71,34 @@ async def ask(page: Any, text: str) -> None:
 
 async def choose_model(page: Any, model_id: str) -> None:
     await page.get_by_label("Model").select_option(model_id)
+
+
+async def turn_drawn(page: Any) -> None:
+    """Wait until a turn the page has begun to show is drawn as stored.
+
+    After the stream the page reloads the chat, redraws every message (an opened section closes
+    again) and only then enables Send: call this once something of the turn was seen."""
+    await expect(page.get_by_role("button", name="Send")).to_be_enabled()
+
+
+async def expect_image(image: Any, width: int, height: int) -> None:
+    """The image is shown and has loaded at this size (0 x 0 until it has loaded)."""
+    await expect(image).to_be_visible()
+    await expect(image).to_have_js_property("naturalWidth", width)
+    await expect(image).to_have_js_property("naturalHeight", height)
+
+
+async def held_until(page: Any, url: str, method: str) -> asyncio.Event:
+    """Hold the page's `method` requests to `url` until the returned event is set."""
+    release = asyncio.Event()
+
+    async def hold(route: Any) -> None:
+        if route.request.method == method:
+            await release.wait()
+        await route.continue_()
+
+    await page.route(url, hold)
+    return release
 
 
 async def test_sign_up_send_see_it_stream_and_sign_out(tab: Tab, anon: Client) -> None:
@@ -155,8 +191,7 @@ async def test_an_image_upload_shows_its_thumbnail_and_opens_its_data_url(
     log = page.get_by_role("log")
     await expect(log.get_by_role("article")).to_have_count(3)
     thumbnail = log.get_by_role("article").first.get_by_role("img", name="dot.png")
-    await expect(thumbnail).to_be_visible()
-    assert await thumbnail.evaluate("img => [img.naturalWidth, img.naturalHeight]") == [24, 16]
+    await expect_image(thumbnail, 24, 16)
     await expect(page.get_by_role("list", name="Attachments").locator("li")).to_have_count(0)
 
     chat = await chat_of(user)
@@ -190,12 +225,8 @@ async def test_dropped_files_are_attached_and_large_ones_show_progress(
     attachments = page.get_by_role("list", name="Attachments")
     await expect(attachments).to_contain_text("notes.md (20 B)")
 
-    # A large file: its request is held back a moment so the progress bar can be seen.
-    async def slow(route: Any) -> None:
-        await page.wait_for_timeout(800)
-        await route.continue_()
-
-    await page.route("**/api/uploads", slow)
+    # A large file: its request is held back until the progress bar has been seen.
+    release = await held_until(page, "**/api/uploads", "POST")
     async with page.expect_file_chooser() as chooser:
         await page.get_by_role("button", name="Attach files").click()
     await (await chooser.value).set_files(
@@ -203,6 +234,7 @@ async def test_dropped_files_are_attached_and_large_ones_show_progress(
     )
     progress = attachments.get_by_role("progressbar", name="Uploading big.bin")
     await expect(progress).to_be_visible()
+    release.set()
     await expect(attachments).to_contain_text("big.bin (5.7 MB)", timeout=30_000)
     await expect(progress).to_have_count(0)
 
@@ -237,6 +269,7 @@ async def test_write_file_is_approved_then_a_change_is_rejected_with_a_note(
     log = page.get_by_role("log")
     call = log.locator("details.tool").first
     await expect(call.locator("summary")).to_contain_text("waiting for your approval")
+    await turn_drawn(page)  # the form is drawn again once the paused turn is reloaded
     diff = call.locator(".diff")
     await expect(diff.locator(".diff-add")).to_have_text(["+ hello", "+ world"])
     target = user_root(services.settings.data_dir, user.user["id"]) / "notes.txt"
@@ -253,6 +286,7 @@ async def test_write_file_is_approved_then_a_change_is_rejected_with_a_note(
     await expect(change.locator("summary")).to_contain_text("waiting for your approval")
     await expect(change.locator(".diff-del")).to_have_text(["- world"])
     await expect(change.locator(".diff-add")).to_have_text(["+ there"])
+    await turn_drawn(page)
     await change.get_by_label("Note (optional, sent with a rejection or approval)").fill(
         "Keep the world line."
     )
@@ -325,6 +359,7 @@ async def test_activations_are_chips_and_citations_show_their_passage(
 
     log = page.get_by_role("log")
     await expect(log).to_contain_text("Every evening in July [1].")
+    await turn_drawn(page)
     chips = log.get_by_role("list", name="Activated tools")
     await expect(chips).to_have_count(1)
     await expect(chips.get_by_role("listitem")).to_have_text(["knowledge"])
@@ -333,8 +368,10 @@ async def test_activations_are_chips_and_citations_show_their_passage(
     reference = sources.locator("summary")
     await expect(reference).to_have_text("[1] garden.md")
     quote = sources.locator("blockquote")
+    await expect(quote).to_be_attached()
     await expect(quote).to_be_hidden()
     await reference.click()
+    await expect(quote).to_be_visible()
     await expect(quote).to_have_text("Tomatoes need water every evening in July.")
 
 
@@ -363,19 +400,6 @@ async def test_the_chat_list_renames_deletes_and_orders_by_activity(tab: Tab, us
     await expect(chats.locator("[aria-current=page]")).to_have_text("Untitled chat")
 
 
-async def held_until(page: Any, url: str, method: str) -> asyncio.Event:
-    """Hold the page's `method` requests to `url` until the returned event is set."""
-    release = asyncio.Event()
-
-    async def hold(route: Any) -> None:
-        if route.request.method == method:
-            await release.wait()
-        await route.continue_()
-
-    await page.route(url, hold)
-    return release
-
-
 async def settle(page: Any) -> None:
     """Let the page finish what its last event started, up to its next network wait."""
     await page.evaluate("() => new Promise((done) => setTimeout(done, 0))")
@@ -397,6 +421,7 @@ async def test_a_message_sent_while_a_chat_opens_goes_to_that_chat(tab: Tab, use
     release.set()
     await expect(log.get_by_role("article")).to_have_count(3)
     await expect(log.get_by_role("article").nth(2)).to_contain_text("This reply is scripted")
+    await turn_drawn(page)  # until then the page is busy with this turn and ignores a send
     listed = (await user.get("/api/chats")).json()["items"]
     assert len(listed) == 3
     fresh = await wait_until_idle(user, listed[0]["id"])
@@ -430,10 +455,14 @@ async def test_the_model_picker_shows_capabilities_and_marks_unavailable_models(
     words = {"vision": "sees images", "document": "reads PDFs", "video": "watches video"}
     for index, model in enumerate(models):
         option = options.nth(index)
+        await expect(option).to_have_attribute("value", model["id"])
         label = await option.text_content()
         assert label is not None
         assert ("(unavailable)" in label) == (not model["available"]), label
-        assert await option.is_disabled() == (not model["available"])
+        if model["available"]:
+            await expect(option).to_be_enabled()
+        else:
+            await expect(option).to_be_disabled()
         for capability in model["capabilities"]:
             if capability in words:
                 assert words[capability] in label, (capability, label)
@@ -490,8 +519,8 @@ async def test_failed_requests_say_what_went_wrong(
 
 async def test_names_focus_order_and_contrast(tab: Tab, user: Client) -> None:
     page = await tab.open()
-    await page.get_by_label("Email").wait_for()
-    order = [await page.evaluate("document.activeElement.id")]  # the page starts at Email
+    await expect(page.get_by_label("Email")).to_be_focused()  # the page starts at Email
+    order = [await page.evaluate("document.activeElement.id")]
     for _ in range(4):
         await page.keyboard.press("Tab")
         order.append(await page.evaluate("document.activeElement.id"))
@@ -563,7 +592,9 @@ async def test_reasoning_is_collapsed_and_tool_media_is_a_thumbnail(
     await ask(page, "Hi")
     reply = log.get_by_role("article").nth(1)
     await expect(reply.locator(".body")).to_have_text("Hello.")
+    await turn_drawn(page)
     thought = reply.get_by_text("The user greets me; greet back.")
+    await expect(thought).to_be_attached()
     await expect(thought).to_be_hidden()
     await reply.get_by_text("Reasoning").click()
     await expect(thought).to_be_visible()
@@ -572,15 +603,17 @@ async def test_reasoning_is_collapsed_and_tool_media_is_a_thumbnail(
     await page.get_by_role("button", name="New chat").click()  # a new chat takes the choice
     await ask(page, "Look at my chart")
     await expect(log).to_contain_text("A red rectangle.")
+    await turn_drawn(page)
     chats = (await user.get("/api/chats")).json()["items"]
     assert [c["model"] for c in chats] == [MEDIA_MODEL_IDS["openai"]] * 2
     call = log.locator("details.tool")
     await expect(call.locator("summary")).to_contain_text("read_file")
-    thumbnail = call.get_by_role("img", name="chart.png")
-    await expect(thumbnail).to_be_hidden()  # results are collapsed until opened
+    drawn = call.locator("img[alt='chart.png']")  # by role it is found only once shown
+    await expect(drawn).to_have_count(1)
+    await expect(drawn).to_be_hidden()  # results are collapsed until opened
     await call.locator("summary").click()
-    await expect(thumbnail).to_be_visible()
-    assert await thumbnail.evaluate("img => [img.naturalWidth, img.naturalHeight]") == [30, 20]
+    thumbnail = call.get_by_role("img", name="chart.png")
+    await expect_image(thumbnail, 30, 20)
     chat = await wait_until_idle(user, chats[0]["id"])
     [media] = [m for message in chat["messages"] for t in message["tool_calls"] for m in t["media"]]
     assert media["url"] == "/data/files/" + upload["path"]
@@ -620,6 +653,7 @@ async def test_a_chat_is_summarised_on_request_and_its_tools_reset(
     await expect(note).to_have_count(1)
     await expect(note.locator(".markdown")).to_be_hidden()
     await note.locator("summary").click()
+    await expect(note.locator(".markdown")).to_be_visible()
     await expect(note).to_contain_text("The user turned on knowledge and asked for B.")
     chat = (await user.get(f"/api/chats/{chat_id}")).json()
     [summary] = chat["summaries"]

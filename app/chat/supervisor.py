@@ -77,7 +77,10 @@ class TurnSupervisor:
             await turn.run()
         finally:
             self._turns.pop(turn.plan.owner, None)
-            await asyncio.shield(self._release(turn.plan))
+            try:
+                await asyncio.shield(self._release(turn.plan))
+            finally:
+                turn.end_stream()
 
     async def _release(self, plan: TurnPlan) -> None:
         async with self.services.sessions() as db:

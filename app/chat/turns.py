@@ -138,6 +138,10 @@ def end_status(error: BaseException, streamed: bool) -> str:
     return "incomplete" if streamed else "failed"
 
 
+DONE_EVENT = "data: [DONE]\n\n"
+"""How the UI message stream's last event is written."""
+
+
 class Turn:
     def __init__(self, services: Services, plan: TurnPlan) -> None:
         self.services = services
@@ -146,6 +150,8 @@ class Turn:
         self.stop_requested = False
         self._outbox: asyncio.Queue[str | None] = asyncio.Queue()
         self._listening = True
+        self._done: str | None = None
+        """The stream's `[DONE]`, held back until the turn has let go of the chat."""
         self.task: asyncio.Task[None] | None = None
 
     # -- control -----------------------------------------------------------------------------
@@ -183,8 +189,18 @@ class Turn:
             self._listening = False
 
     def _emit(self, chunk: str | None) -> None:
-        if self._listening or chunk is None:
+        if chunk == DONE_EVENT:
+            self._done = chunk
+        elif self._listening or chunk is None:
             self._outbox.put_nowait(chunk)
+
+    def end_stream(self) -> None:
+        """End the response: `[DONE]`, then nothing more. Called once the turn has stored its
+        end and released the chat's lease, so a client that sends its next message the moment
+        it reads `[DONE]` finds the chat free, never a 409 from the turn it just read."""
+        if self._done is not None and self._listening:
+            self._outbox.put_nowait(self._done)
+        self._outbox.put_nowait(None)
 
     # -- the run -----------------------------------------------------------------------------
 
@@ -305,7 +321,6 @@ class Turn:
                 self._emit(stream.encode_event(chunk))
         finally:
             await asyncio.shield(self._close_leftovers(recorder, ended, context))
-            self._emit(None)
 
     async def _abort(
         self, recorder: Recorder, status: str, error: str, *, last_failed: bool = False

@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import uuid
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from sqlalchemy import select, update
 
+from app.chat import leases
 from app.chat.turns import Turn
 from app.db.models import Chat, LlmRequest
 from app.llm.demo import GREETING as DEMO_GREETING
@@ -288,3 +290,29 @@ async def test_a_turn_that_fails_before_its_first_request_closes_the_round_it_wa
         (await user.post(f"/api/chats/{chat_id}/messages", json={"content": "Hi"})).text
     )
     assert "error" not in [c["type"] for c in again]
+
+
+async def test_the_next_message_sent_on_done_finds_the_chat_free(
+    user: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A slow release widens the moment between a turn's last event and its letting go of the
+    # chat; [DONE] must come after it, so a client that sends on [DONE] is never told 409.
+    release = leases.release
+
+    async def slow_release(*args: Any, **kwargs: Any) -> None:
+        await asyncio.sleep(0.3)
+        await release(*args, **kwargs)
+
+    monkeypatch.setattr(leases, "release", slow_release)
+    chat_id = await new_chat(user)
+    for question in ("One", "Two", "Three"):
+        response = await user.post(f"/api/chats/{chat_id}/messages", json={"content": question})
+        assert response.status_code == 200, response.text
+        assert parse_stream(response.text)[-1]["type"] == "[DONE]"
+    chat = (await user.get(f"/api/chats/{chat_id}")).json()
+    assert chat["running"] is False
+    assert [m["content"] for m in chat["messages"] if m["role"] == "user"] == [
+        "One",
+        "Two",
+        "Three",
+    ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from fastapi import APIRouter, HTTPException
 from fastapi.responses import StreamingResponse
@@ -40,7 +41,7 @@ def title_from(content: str) -> str | None:
     return first[:TITLE_LENGTH] or None
 
 
-STREAM_RESPONSE = {
+STREAM_RESPONSE: dict[int | str, dict[str, Any]] = {
     200: {
         "description": "The turn, as a Vercel AI SDK UI message stream (server-sent events)",
         "content": {"text/event-stream": {"schema": {"type": "string"}}},

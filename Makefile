@@ -30,6 +30,7 @@ $(JS_STAMP): tests/js/package-lock.json
 test: $(STAMP) $(JS_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy app
 	$(BIN)/pytest
 
 test-quick: $(STAMP)

@@ -29,6 +29,7 @@ from app.db.models import Installation, User
 from app.main import create_app
 from app.services import Services
 from app.settings import Settings
+from tests import golden
 from tests.support import ROOT, Client, fresh_database, http_client, live_server
 
 BACKENDS = ["sqlite", "postgresql"]
@@ -172,3 +173,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if Path(str(item.fspath)).name.startswith("test_e2e"):
             item.add_marker(pytest.mark.slow)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        golden.UPDATE_OPTION,
+        action="store_true",
+        default=False,
+        help="write the golden snapshots under tests/golden/ instead of comparing with them",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    golden.update = bool(config.getoption(golden.UPDATE_OPTION))

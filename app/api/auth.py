@@ -45,14 +45,19 @@ def signed_in(services: Services, user: User, token: str, status_code: int) -> R
     response = json_response({**user_dict(user), "csrf_token": csrf}, status_code)
     settings = services.settings
     max_age = int(services.session_policy.lifetime.total_seconds())
-    common = {
-        "max_age": max_age,
-        "path": "/",
-        "secure": settings.cookie_secure,
-        "samesite": settings.cookie_samesite,
-    }
-    response.set_cookie(SESSION_COOKIE, services.codec.sign(token), httponly=True, **common)
-    response.set_cookie(CSRF_COOKIE, csrf, httponly=False, **common)
+    for name, value, httponly in (
+        (SESSION_COOKIE, services.codec.sign(token), True),
+        (CSRF_COOKIE, csrf, False),
+    ):
+        response.set_cookie(
+            name,
+            value,
+            max_age=max_age,
+            path="/",
+            secure=settings.cookie_secure,
+            samesite=settings.cookie_samesite,
+            httponly=httponly,
+        )
     return response
 
 

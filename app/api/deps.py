@@ -22,7 +22,8 @@ SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
 async def get_services(request: Request) -> Services:
-    return request.app.state.services
+    services: Services = request.app.state.services
+    return services
 
 
 ServicesDep = Annotated[Services, Depends(get_services)]

@@ -97,37 +97,37 @@ class ToolAvailabilityData(_Data):
 
 
 class UserMessagePart(chunks.DataChunk):
-    type: Literal["data-user-message"]  # type: ignore[assignment]
+    type: Literal["data-user-message"]
     data: UserMessageData
 
 
 class AssistantMessagePart(chunks.DataChunk):
-    type: Literal["data-assistant-message"]  # type: ignore[assignment]
+    type: Literal["data-assistant-message"]
     data: AssistantMessageData
 
 
 class ActivationPart(chunks.DataChunk):
-    type: Literal["data-activation"]  # type: ignore[assignment]
+    type: Literal["data-activation"]
     data: ActivationData
 
 
 class CitationsPart(chunks.DataChunk):
-    type: Literal["data-citations"]  # type: ignore[assignment]
+    type: Literal["data-citations"]
     data: CitationsData
 
 
 class CompactionPart(chunks.DataChunk):
-    type: Literal["data-compaction"]  # type: ignore[assignment]
+    type: Literal["data-compaction"]
     data: CompactionData
 
 
 class UsagePart(chunks.DataChunk):
-    type: Literal["data-usage"]  # type: ignore[assignment]
+    type: Literal["data-usage"]
     data: UsageData
 
 
 class ToolAvailabilityPart(chunks.DataChunk):
-    type: Literal["data-tool-availability-delta"]  # type: ignore[assignment]
+    type: Literal["data-tool-availability-delta"]
     data: ToolAvailabilityData
 
 
@@ -156,7 +156,8 @@ def standard_chunks() -> list[type[chunks.BaseChunk]]:
 
 def _type_of(model: type[BaseModel]) -> str:
     annotation = model.model_fields["type"].annotation
-    (value,) = getattr(annotation, "__args__", ())
+    values: tuple[object, ...] = getattr(annotation, "__args__", ())
+    (value,) = values
     return str(value)
 
 

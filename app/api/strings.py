@@ -30,7 +30,7 @@ NUL = "\x00"
 def _json_content(scope: Scope) -> bool:
     for name, value in scope["headers"]:
         if name == b"content-type":
-            media = value.split(b";", 1)[0].strip().lower()
+            media: bytes = value.split(b";", 1)[0].strip().lower()
             return media == b"application/json" or media.endswith(b"+json")
     return True  # FastAPI decodes a body without a content type as JSON
 

@@ -29,6 +29,7 @@ from app.api.schemas.common import error_responses
 from app.api.schemas.uploads import UPLOAD_FORM, UploadOut, UploadPage
 from app.auth.sessions import Authenticated
 from app.chat import views
+from app.db.engine import rows_changed
 from app.db.models import Chat, Upload
 from app.files.quota import allowance
 from app.files.roots import user_root
@@ -213,10 +214,10 @@ async def delete_upload(
 ) -> Response:
     """Delete an upload: its row (its passages and the evidence that cites them go with it),
     then its folder `uploads/<id>/` and all it holds."""
-    result = await db.execute(
-        delete(Upload).where(Upload.id == upload_id, Upload.user_id == auth.user.id)
+    deleted = await rows_changed(
+        db, delete(Upload).where(Upload.id == upload_id, Upload.user_id == auth.user.id)
     )
-    if not result.rowcount:
+    if not deleted:
         raise HTTPException(404, "upload not found")
     await db.commit()
     root = await anyio.to_thread.run_sync(user_root, services.settings.data_dir, auth.user.id)

@@ -106,13 +106,14 @@ async def resolve_session(
     ).first()
     if row is None:
         return None
-    session_id, last_seen, *user = row
+    session_id, last_seen, user_id, email, display_name, is_admin, created_at = row
     if now - last_seen >= TOUCH_INTERVAL:
         await connection.execute(
             update(AuthSession).where(AuthSession.id == session_id).values(last_seen_at=now)
         )
         await connection.commit()
-    return Authenticated(user=SessionUser(*user), session_id=session_id, token=token)
+    user = SessionUser(user_id, email, display_name, is_admin, created_at)
+    return Authenticated(user=user, session_id=session_id, token=token)
 
 
 async def revoke_session(db: AsyncSession, session_id: uuid.UUID, now: datetime) -> None:

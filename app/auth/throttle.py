@@ -154,7 +154,7 @@ def slowdown(failures: int, limit: int) -> float:
     """Seconds to pause before checking a password whose email has `failures` failures."""
     if failures < limit:
         return 0.0
-    return min(SLOWDOWN_CAP, SLOWDOWN_STEP * 2 ** min(failures - limit, 16))
+    return min(SLOWDOWN_CAP, SLOWDOWN_STEP * 2.0 ** min(failures - limit, 16))
 
 
 async def pause(seconds: float) -> None:

@@ -14,11 +14,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from pydantic_ai import DeferredToolResults, ToolDenied
+from pydantic_ai import DeferredToolResults, ToolApproved, ToolDenied
 from sqlalchemy import exists, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.chat.builder import REJECTED_TOOL_RETURN_CONTENT
+from app.db.engine import rows_changed
 from app.db.models import ChatLlmTool, Message
 
 
@@ -62,12 +63,13 @@ async def record_decision(
 async def cancel_pending(db: AsyncSession, chat_id: uuid.UUID, now: datetime) -> bool:
     """End a paused turn: its pending calls are cancelled (the model later sees them
     interrupted). False when nothing was pending."""
-    result = await db.execute(
+    cancelled = await rows_changed(
+        db,
         update(ChatLlmTool)
         .where(ChatLlmTool.chat_id == chat_id, ChatLlmTool.status == "pending")
-        .values(status="cancelled", result="The user stopped the turn.", updated_at=now)
+        .values(status="cancelled", result="The user stopped the turn.", updated_at=now),
     )
-    return bool(result.rowcount)
+    return bool(cancelled)
 
 
 async def question_of(db: AsyncSession, chat_id: uuid.UUID, message_id: int) -> int:
@@ -98,7 +100,7 @@ def rejection(note: str | None) -> str:
 
 def deferred_results(calls: list[PendingCall]) -> DeferredToolResults:
     """What pydantic-ai resumes from: approved calls run, rejected ones answer with the note."""
-    approvals: dict[str, bool | ToolDenied] = {}
+    approvals: dict[str, bool | ToolApproved | ToolDenied] = {}
     for call in calls:
         decision = call.decision or {}
         if decision.get("approved"):

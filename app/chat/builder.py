@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from pydantic_ai.messages import (
     INTERRUPTED_TOOL_RETURN_CONTENT,
@@ -147,10 +147,15 @@ def _activated(call: StoredToolCall | None, anchored: Sequence[str]) -> list[str
     ]
 
 
+Outcome = Literal["success", "failed", "denied", "interrupted", "retried"]
+"""How a tool call ended, as pydantic-ai's ToolReturnPart tells it."""
+
+
 def _tool_return(
     part: ToolCallPart, call: StoredToolCall | None, row: StoredMessage, anchored: Sequence[str]
 ) -> ToolReturnPart:
     status = call.status if call is not None else "running"
+    outcome: Outcome
     if status == "done":
         content, outcome = call.result if call and call.result is not None else "", "success"
     elif status == "failed":

@@ -169,7 +169,8 @@ async def load_rows(
         query = query.where(ChatEvidence.question_id < before_question)
     if question is not None:
         query = query.where(ChatEvidence.question_id == question)
-    return [EvidenceRow(*row) for row in (await db.execute(query)).all()]
+    # The selected columns are labelled as the fields are named.
+    return [EvidenceRow(**row._asdict()) for row in (await db.execute(query)).all()]
 
 
 def by_question(rows: Iterable[EvidenceRow]) -> dict[int, list[EvidenceRow]]:

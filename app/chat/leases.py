@@ -14,11 +14,13 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import exists, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.sql.elements import ColumnElement
 
+from app.db.engine import rows_changed
 from app.db.models import Chat, ChatLlmTool, Message
 
 
-def _free(now: datetime):  # type: ignore[no-untyped-def]
+def _free(now: datetime) -> ColumnElement[bool]:
     return or_(Chat.turn_lease_until.is_(None), Chat.turn_lease_until < now)
 
 
@@ -50,8 +52,7 @@ async def acquire(
         statement = statement.where(~pending).values(
             updated_at=now, title=func.coalesce(Chat.title, title)
         )
-    result = await db.execute(statement)
-    return bool(result.rowcount)
+    return bool(await rows_changed(db, statement))
 
 
 async def settle_orphans(db: AsyncSession, chat_id: uuid.UUID, now: datetime) -> None:
@@ -91,7 +92,8 @@ async def request_stop(
     db: AsyncSession, chat_id: uuid.UUID, user_id: uuid.UUID, now: datetime
 ) -> bool:
     """Flag the running turn of the chat to stop; False when no turn holds a live lease."""
-    result = await db.execute(
+    flagged = await rows_changed(
+        db,
         update(Chat)
         .where(
             Chat.id == chat_id,
@@ -99,9 +101,9 @@ async def request_stop(
             Chat.turn_owner.is_not(None),
             Chat.turn_lease_until >= now,
         )
-        .values(turn_stop_requested=True)
+        .values(turn_stop_requested=True),
     )
-    return bool(result.rowcount)
+    return bool(flagged)
 
 
 async def stop_requested(db: AsyncSession, owners: list[str]) -> list[str]:

@@ -225,9 +225,10 @@ def _fit_image(data: bytes, mime: str, cap: int) -> bytes | None:
             probe.verify()
         if len(data) <= cap:
             return data
-        with Image.open(io.BytesIO(data)) as image:
-            image.load()
+        with Image.open(io.BytesIO(data)) as opened:
+            opened.load()
             fmt = {"image/jpeg": "JPEG", "image/webp": "WEBP"}.get(mime, "PNG")
+            image: Image.Image = opened
             if fmt == "JPEG" and image.mode not in ("RGB", "L"):
                 image = image.convert("RGB")
             scale = (cap / len(data)) ** 0.5

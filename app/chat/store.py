@@ -17,6 +17,7 @@ from sqlalchemy import and_, bindparam, delete, or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from app.chat import evidence, views
+from app.db.engine import rows_changed
 from app.db.models import Chat, ChatLlmTool, ChatSummary, Message, Upload
 
 _CHAT_DETAIL = select(
@@ -77,8 +78,10 @@ async def list_chats(
 
 
 async def delete_chat(db: AsyncSession, user_id: uuid.UUID, chat_id: uuid.UUID) -> bool:
-    result = await db.execute(delete(Chat).where(Chat.id == chat_id, Chat.user_id == user_id))
-    return bool(result.rowcount)
+    deleted = await rows_changed(
+        db, delete(Chat).where(Chat.id == chat_id, Chat.user_id == user_id)
+    )
+    return bool(deleted)
 
 
 async def chat_detail(

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from pydantic_ai.exceptions import (
     ModelAPIError,
@@ -40,7 +40,7 @@ from pydantic_ai.ui.vercel_ai.response_types import (
 from app.chat.events import HearthPart
 from app.chat.evidence import EvidenceRow, citation
 
-SDK_VERSION = 7
+SDK_VERSION: Final = 7
 STREAM_HEADERS = {
     "x-vercel-ai-ui-message-stream": "v1",
     "cache-control": "no-cache",

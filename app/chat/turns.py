@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic_ai import Agent, CancellationToken, DeferredToolRequests, DeferredToolResults, Tool
 from pydantic_ai.exceptions import ModelHTTPError, UsageLimitExceeded
 from pydantic_ai.models import Model
+from pydantic_ai.output import OutputSpec
 from pydantic_ai.ui.vercel_ai.response_types import AbortChunk, DoneChunk
 from pydantic_ai.usage import UsageLimits
 
@@ -82,6 +83,10 @@ INSTRUCTIONS = (
     "user's file root."
 )
 
+TURN_OUTPUT: OutputSpec[str | DeferredToolRequests] = [str, DeferredToolRequests]
+"""A turn ends with the model's text, or with tool calls that wait for the user's approval."""
+
+read_file_tool: Tool[TurnDeps] = Tool(read_file, prepare=describe_read_file)
 
 _AGENTS: dict[int, tuple[Model, Agent[TurnDeps, str]]] = {}
 
@@ -99,7 +104,7 @@ def turn_agent(model: Model) -> Agent[TurnDeps, str]:
         model,
         deps_type=TurnDeps,
         tools=[
-            Tool(read_file, prepare=describe_read_file),
+            read_file_tool,
             list_files,
             Tool(write_file, name=WRITE_FILE, requires_approval=True),
             activate_tools_tool,
@@ -279,7 +284,7 @@ class Turn:
                 ],
                 model_settings=model_settings(plan.model),
                 deps=deps,
-                output_type=[str, DeferredToolRequests],
+                output_type=TURN_OUTPUT,
                 deferred_tool_results=plan.resume,
                 usage_limits=UsageLimits(request_limit=max_rounds),
                 retries={"tools": max_rounds},

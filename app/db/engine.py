@@ -13,13 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import event
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import CursorResult, make_url
 from sqlalchemy.ext.asyncio import (
     AsyncEngine,
     AsyncSession,
     async_sessionmaker,
     create_async_engine,
 )
+from sqlalchemy.sql.dml import UpdateBase
 
 
 def sqlite_file(url: str) -> Path | None:
@@ -67,3 +68,11 @@ def create_engine(url: str, **kwargs: Any) -> AsyncEngine:
 
 def session_factory(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
     return async_sessionmaker(engine, expire_on_commit=False)
+
+
+async def rows_changed(db: AsyncSession, statement: UpdateBase) -> int:
+    """Run an UPDATE or DELETE (without RETURNING) and tell how many rows it changed."""
+    result = await db.execute(statement)
+    if not isinstance(result, CursorResult):  # what a statement without RETURNING answers
+        raise TypeError(f"{type(result).__name__} tells no row count")
+    return result.rowcount

@@ -21,7 +21,7 @@ import uuid
 from pathlib import Path
 
 import anyio
-from sqlalchemy import select
+from sqlalchemy import insert, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -48,7 +48,7 @@ async def database_id(engine: AsyncEngine) -> uuid.UUID:
     try:
         async with engine.begin() as connection:
             await connection.execute(
-                Installation.__table__.insert().values(key=1, id=made, created_at=Clock().now())
+                insert(Installation).values(key=1, id=made, created_at=Clock().now())
             )
         return made
     except IntegrityError:  # another worker made it first: theirs is the one

@@ -149,7 +149,7 @@ def sniff(head: bytes) -> str:
         return known
     if _is_svg(head):
         return "image/svg+xml"
-    guessed = filetype.guess_mime(head) if head else None
+    guessed: str | None = filetype.guess_mime(head) if head else None
     if guessed:
         return guessed
     return TEXT if _is_utf8_text(head) else OCTET_STREAM

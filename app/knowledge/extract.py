@@ -166,8 +166,13 @@ def _pdf_chunks(path: Path, budget: _Budget) -> None:
 
 def _declared_pages(reader: PdfReader) -> int:
     """The page count the page tree declares (it may lie; the pages found are counted too)."""
+    from pypdf.generic import DictionaryObject
+
     try:
-        return int(reader.trailer["/Root"]["/Pages"]["/Count"])  # type: ignore[index]
+        root = reader.trailer["/Root"]
+        pages = root["/Pages"] if isinstance(root, DictionaryObject) else None
+        count = pages["/Count"] if isinstance(pages, DictionaryObject) else None
+        return int(count) if isinstance(count, int | float) else 0
     except Exception:
         return 0
 

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import Float, func, literal_column, select, table, text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
-from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.sql.elements import ColumnClause, ColumnElement
 
 from app.db.models import KnowledgeChunk, Upload
 from app.knowledge.index import FTS_TABLE, TS_CONFIG, TSV_COLUMN
@@ -52,12 +54,19 @@ async def search(
     terms = query_terms(query)
     if not terms or limit < 1:
         return []
-    dialect = db.bind.dialect.name
+    dialect = _dialect_name(db)
     if dialect == "sqlite":
         return await _sqlite(db, user_id, terms, limit)
     if dialect == "postgresql":
         return await _postgresql(db, user_id, terms, limit)
     raise NotImplementedError(f"no knowledge search for {dialect}")
+
+
+def _dialect_name(db: AsyncSession | AsyncConnection) -> str:
+    """The engine behind a session (whatever it is bound to) or a connection."""
+    if isinstance(db, AsyncConnection):
+        return db.dialect.name
+    return db.get_bind().dialect.name
 
 
 _COLUMNS = (
@@ -82,7 +91,7 @@ async def _sqlite(
 ) -> list[Hit]:
     fts = table(FTS_TABLE, literal_column("rowid"))
     match = " OR ".join(f'"{term}"' for term in terms)  # words only: quoting is enough
-    fts_ref = literal_column(FTS_TABLE)
+    fts_ref: ColumnClause[Any] = literal_column(FTS_TABLE)
     # bm25 is lower-is-better; the heading column weighs twice the text.
     score = func.bm25(fts_ref, 2.0, 1.0, type_=Float)
     snippet = func.snippet(fts_ref, 1, "", "", "…", SNIPPET_WORDS)
@@ -96,14 +105,15 @@ async def _sqlite(
         .limit(limit)
     )
     rows = (await db.execute(query)).all()
-    return [Hit(*row[:8], snippet=row[8], score=-row[9]) for row in rows]
+    # bm25 is lower-is-better: negated, higher is better as on PostgreSQL.
+    return [_hit(row, snippet=row[8], score=-row[9]) for row in rows]
 
 
 async def _postgresql(
     db: AsyncSession | AsyncConnection, user_id: uuid.UUID, terms: list[str], limit: int
 ) -> list[Hit]:
     tsquery = func.to_tsquery(TS_CONFIG, " | ".join(terms))  # words only: no operators
-    vector = literal_column(f"knowledge_chunks.{TSV_COLUMN}")
+    vector: ColumnClause[Any] = literal_column(f"knowledge_chunks.{TSV_COLUMN}")
     score = func.ts_rank(vector, tsquery, 1, type_=Float).label("score")
     best = (
         select(KnowledgeChunk.id.label("id"), score)
@@ -127,4 +137,20 @@ async def _postgresql(
         .order_by(best.c.score.desc(), KnowledgeChunk.id)
     )
     rows = (await db.execute(query)).all()
-    return [Hit(*row[:8], snippet=row[8], score=row[9]) for row in rows]
+    return [_hit(row, snippet=row[8], score=row[9]) for row in rows]
+
+
+def _hit(row: Sequence[Any], *, snippet: str, score: float) -> Hit:
+    """A hit from a row that starts with `_COLUMNS`."""
+    return Hit(
+        row_id=row[0],
+        chunk_id=row[1],
+        upload_id=row[2],
+        filename=row[3],
+        mime=row[4],
+        page=row[5],
+        heading=row[6],
+        text=row[7],
+        snippet=snippet,
+        score=score,
+    )

@@ -104,7 +104,8 @@ class Worker:
             self.process.stdin.write(len(frame).to_bytes(_HEADER, "big") + frame)
             await self.process.stdin.drain()
             async with asyncio.timeout(limits.seconds):
-                return orjson.loads(await self._read())
+                reply: dict[str, Any] = orjson.loads(await self._read())
+                return reply
         except TimeoutError:
             await self.stop()
             raise IngestFailed(

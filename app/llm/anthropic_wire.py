@@ -38,7 +38,7 @@ class HearthAnthropicModel(AnthropicModel):
             "anthropic_tool_reference" if dtl_mode == "anthropic_tool_reference" else "none"
         )
 
-    async def _prepare_messages_create(  # type: ignore[override]
+    async def _prepare_messages_create(
         self,
         messages: list[ModelMessage],
         model_settings: Any,

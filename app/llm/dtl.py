@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeGuard
 
 from pydantic_ai.messages import ModelMessage, ModelRequest, SystemPromptPart, ToolReturnPart
 from pydantic_ai.tools import ToolDefinition
@@ -57,7 +57,7 @@ def tools_by_group(tools: Iterable[ToolDefinition]) -> dict[str, list[ToolDefini
     return grouped
 
 
-def is_tail(part: Any) -> bool:
+def is_tail(part: object) -> TypeGuard[SystemPromptPart]:
     return isinstance(part, SystemPromptPart) and part.dynamic_ref == TAIL_REF
 
 

@@ -105,9 +105,9 @@ def build_model(model: ModelInfo, registry: ModelRegistry) -> Model:
 
         from app.llm.openai_wire import HearthOpenAIChatModel
 
-        provider = MoonshotAIProvider(openai_client=_openai_client(model, api_key or "missing"))
+        moonshot = MoonshotAIProvider(openai_client=_openai_client(model, api_key or "missing"))
         return HearthOpenAIChatModel(
-            name, provider=provider, profile=profile, dtl_mode=model.dtl_mode
+            name, provider=moonshot, profile=profile, dtl_mode=model.dtl_mode
         )
     if kind in OPENAI_COMPATIBLE:
         from pydantic_ai.providers.openai import OpenAIProvider

@@ -48,8 +48,9 @@ def _is_anthropic(model: Model) -> bool:
     anthropic = sys.modules.get("pydantic_ai.models.anthropic")
     if anthropic is None:
         return False  # no Anthropic model exists before its module is loaded: don't load it
-    while model is not None:
-        if isinstance(model, anthropic.AnthropicModel):
+    current: object = model
+    while current is not None:
+        if isinstance(current, anthropic.AnthropicModel):
             return True
-        model = getattr(model, "wrapped", None)
+        current = getattr(current, "wrapped", None)
     return False

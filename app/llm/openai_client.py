@@ -40,6 +40,7 @@ _VALIDATED: frozenset[type[pydantic.BaseModel]] = frozenset({ChatCompletionChunk
 
 
 class _Completions(AsyncCompletions):
+    # One signature for the SDK's overloads by `stream`: it takes the same keywords, as **params.
     async def create(  # type: ignore[override]
         self,
         *,

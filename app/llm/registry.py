@@ -26,12 +26,16 @@ CAPABILITY_ORDER: tuple[Capability, ...] = ("vision", "video", "document", "tool
 LOCAL_KINDS = frozenset({"lmstudio", "ollama"})
 
 
+_DTL_BY_KIND: dict[str, DtlMode] = {
+    "anthropic": "anthropic_tool_reference",
+    "moonshot": "kimi_system_tools",
+}
+
+
 def dtl_format(provider: ProviderConfig) -> DtlMode:
     if provider.dtl is not None:
         return provider.dtl
-    return {"anthropic": "anthropic_tool_reference", "moonshot": "kimi_system_tools"}.get(
-        provider.kind, "none"
-    )
+    return _DTL_BY_KIND.get(provider.kind, "none")
 
 
 @dataclass(frozen=True, slots=True)

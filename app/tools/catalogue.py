@@ -15,18 +15,28 @@ from typing import Any, Literal, Protocol
 GroupStatus = Literal["starting", "available", "unavailable"]
 
 
+# The catalogue only reads its groups and tools: read-only members, so that a frozen dataclass
+# or a class whose status can only be one value fits.
+
+
 class CatalogueTool(Protocol):
-    name: str
-    description: str
-    parameters: dict[str, Any]
+    @property
+    def name(self) -> str: ...
+    @property
+    def description(self) -> str: ...
+    @property
+    def parameters(self) -> dict[str, Any]: ...
 
 
 class CatalogueGroup(Protocol):
-    name: str
-    description: str
-    status: GroupStatus
-    requires_approval: bool
-
+    @property
+    def name(self) -> str: ...
+    @property
+    def description(self) -> str: ...
+    @property
+    def status(self) -> GroupStatus: ...
+    @property
+    def requires_approval(self) -> bool: ...
     @property
     def tools(self) -> Sequence[CatalogueTool]: ...
 

@@ -21,6 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from pydantic_ai import ModelRetry, RunContext, ToolReturn
+from pydantic_ai.models import Model
 from pydantic_ai.tools import ToolDefinition
 
 from app.files.media import is_medium, media_note, viewable_sentence
@@ -71,9 +72,9 @@ def _list_inside(root: Path, path: str) -> str:
     where = display_path(root, folder)
     if not lines:
         return f"{where} is empty."
-    shown = len(lines) - (1 if len(entries) > MAX_ENTRIES else 0)
-    noun = "entry" if shown == 1 else "entries"
-    return f"{where} holds {shown} {noun}:\n" + "\n".join(lines)
+    count = len(lines) - (1 if len(entries) > MAX_ENTRIES else 0)
+    noun = "entry" if count == 1 else "entries"
+    return f"{where} holds {count} {noun}:\n" + "\n".join(lines)
 
 
 async def list_files(ctx: RunContext[TurnDeps], path: str = ".") -> str:
@@ -151,6 +152,8 @@ async def read_file(
 
 async def describe_read_file(ctx: RunContext[TurnDeps], tool: ToolDefinition) -> ToolDefinition:
     """`read_file` as the serving model sees it: its description ends with what it can view."""
+    if not isinstance(ctx.model, Model):  # a realtime model: no media policy to tell
+        return tool
     sentence = viewable_sentence(Policy.of(ctx.model).capabilities)
     if not sentence:
         return tool

@@ -304,8 +304,14 @@ async def test_huge_chunked_body_is_413(user: Client) -> None:
     assert response.status_code == 413
 
 
-@pytest.mark.parametrize("chat_id", ["not-a-uuid", "1", "..%2F..%2Fetc"])
+@pytest.mark.parametrize("chat_id", ["not-a-uuid", "1", "0" * 33])
 async def test_malformed_chat_id_is_422(user: Client, chat_id: str) -> None:
     response = await user.get(f"/api/chats/{chat_id}")
-    assert response.status_code in (404, 422)
-    assert response.status_code != 500
+    assert response.status_code == 422
+    assert [error["loc"] for error in response.json()["detail"]] == [["path", "chat_id"]]
+
+
+async def test_an_encoded_slash_in_a_chat_id_is_an_unknown_path(user: Client) -> None:
+    # The path decodes to more segments than any chat route has: no route, the JSON 404.
+    response = await user.get("/api/chats/..%2F..%2Fetc")
+    assert (response.status_code, response.json()) == (404, {"detail": "Not Found"})

@@ -282,19 +282,19 @@ def same_headers(head: httpx.Response, get: httpx.Response) -> None:
 
 
 @pytest.mark.parametrize(
-    "conditions",
+    ("conditions", "status"),
     [
-        {},
-        {"Range": "bytes=0-3"},
-        {"Range": "bytes=0-1,4-5"},
-        {"Range": "bytes=999999-"},
-        {"Range": "bytes=oops"},
-        {"If-None-Match": "current"},
-        {"If-None-Match": '"stale"'},
+        ({}, 200),
+        ({"Range": "bytes=0-3"}, 206),
+        ({"Range": "bytes=0-1,4-5"}, 206),
+        ({"Range": "bytes=999999-"}, 416),
+        ({"Range": "bytes=oops"}, 400),
+        ({"If-None-Match": "current"}, 304),
+        ({"If-None-Match": '"stale"'}, 200),
     ],
 )
 async def test_head_answers_as_get_would_without_the_body(
-    user: Client, services: Services, conditions: dict[str, str]
+    user: Client, services: Services, conditions: dict[str, str], status: int
 ) -> None:
     item = await upload_one(user, "blob.bin", BINARY)
     workspace(services, user)
@@ -304,7 +304,7 @@ async def test_head_answers_as_get_would_without_the_body(
         get = await user.get(url, headers=headers)
         head = await user.request("HEAD", url, headers=headers)
         same_headers(head, get)
-        assert get.status_code in {200, 206, 304, 400, 416}, (url, conditions)
+        assert get.status_code == status, (url, conditions)
 
 
 async def test_head_is_refused_as_get_is(

@@ -91,3 +91,17 @@ async def test_query_syntax_never_reaches_the_engine(services: Services, new_use
         hits = await search(db, owner, '"brackets" AND (quotes)', 5)
     assert len(hits) == 1
     assert query_terms("Ünïcode wörds, twice: wörds") == ["ünïcode", "wörds", "twice"]
+
+
+async def test_a_connection_searches_as_a_session_does(
+    services: Services, new_user: NewUser
+) -> None:
+    user = await new_user()
+    owner = uuid.UUID(user.user["id"])
+    await add_document(services, owner, "c.txt", b"Otters hold hands while they sleep.\n")
+    async with services.sessions() as db:
+        from_session = await search(db, owner, "otters sleeping", 5)
+    async with services.engine.connect() as conn:
+        from_connection = await search(conn, owner, "otters sleeping", 5)
+    assert len(from_session) == 1
+    assert from_connection == from_session

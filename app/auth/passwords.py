@@ -5,9 +5,9 @@ in a pool of its own of `SLOTS` threads (about one per core): at most that many 
 once in a process, and the rest wait their turn in the pool's queue. Without that bound a burst of
 sign-ups or sign-ins ran one hash per request in parallel, each holding its 64 MiB, and the
 process grew by gigabytes while every request got slower. Queued callers wait; none is refused.
-The pool's threads run at the lowest CPU priority (Linux lets a thread lower its own), so a burst
-of hashes takes the cores only when nothing else wants them: the event loop, and every other
-request with it, keeps answering while they run.
+The pool's threads run at a lower CPU priority (nice 5; Linux lets a thread lower its own), so
+the event loop, and every other request with it, comes first while a burst is hashed; not the
+lowest, so other busy processes on the machine slow sign-ins down but never starve them.
 
 Logins for unknown emails still verify against a fixed hash, so the answer takes as long
 whether or not the account exists.
@@ -48,12 +48,12 @@ _hasher = PasswordHasher()
 _DUMMY_HASH = _hasher.hash("hearth-timing-equaliser")
 
 
-def _lowest_priority() -> None:
+def _lower_priority() -> None:
     with contextlib.suppress(AttributeError, OSError):  # elsewhere than Linux: as it is
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 5)
 
 
-_pool = ThreadPoolExecutor(SLOTS, "hearth-password", initializer=_lowest_priority)
+_pool = ThreadPoolExecutor(SLOTS, "hearth-password", initializer=_lower_priority)
 
 
 async def _in_pool(function: Callable[..., T], *args: Any) -> T:

@@ -353,6 +353,7 @@ async def test_parallel_wrong_sign_ins_check_the_password_exactly_the_limit(
     assert (await anon.post("/api/auth/login", json=owner, headers=FROM_A)).status_code == 429
 
 
+@pytest.mark.slow
 async def test_failures_from_many_addresses_slow_the_email_down_never_lock_it(
     anon: Client, user: Client, services: Services, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -411,6 +412,7 @@ async def test_forwarded_headers_are_ignored_from_an_untrusted_peer(
     assert response.status_code == 429
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("header", ["X-Forwarded-For", "Forwarded"])
 async def test_forwarded_headers_are_honoured_from_a_trusted_proxy(
     anon: Client, user: Client, services: Services, header: str
@@ -435,6 +437,7 @@ async def test_forwarded_headers_are_honoured_from_a_trusted_proxy(
     assert (await anon.post("/api/auth/login", json=wrong)).status_code == 401
 
 
+@pytest.mark.slow
 async def test_parallel_sign_ups_hash_a_few_at_a_time_and_are_limited_per_address(
     anon: Client, services: Services, monkeypatch: pytest.MonkeyPatch
 ) -> None:

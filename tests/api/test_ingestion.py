@@ -261,6 +261,7 @@ async def test_documents_over_a_limit_fail_and_keep_nothing(
     assert await chunk_count(services, item["id"]) == 0
 
 
+@pytest.mark.slow
 async def test_a_document_over_the_time_limit_is_stopped_and_its_worker_replaced(
     user: Client, services: Services, solo: Ingestor
 ) -> None:
@@ -287,6 +288,7 @@ async def test_a_document_over_the_time_limit_is_stopped_and_its_worker_replaced
     assert replacement != worker and solo.workers.started == 2
 
 
+@pytest.mark.slow
 async def test_a_document_over_the_memory_cap_is_stopped_and_its_worker_replaced(
     user: Client, services: Services, solo: Ingestor
 ) -> None:

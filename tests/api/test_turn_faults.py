@@ -384,6 +384,7 @@ async def three_questions(user: Client, fake: FakeProviderServer, last: Reply) -
     return chat_id
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["on request", "at turn start"])
 async def test_no_turn_starts_beside_a_summary_that_outlasts_the_lease(
     how: str, user: Client, fakes: dict[str, FakeProviderServer], services: Services

@@ -292,6 +292,7 @@ async def test_a_turn_that_fails_before_its_first_request_closes_the_round_it_wa
     assert "error" not in [c["type"] for c in again]
 
 
+@pytest.mark.slow
 async def test_the_next_message_sent_on_done_finds_the_chat_free(
     user: Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:

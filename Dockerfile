@@ -1,7 +1,7 @@
 # hearth: the API server, its Alembic migrations and the default provider/MCP configuration.
 #
 # The image keeps the repository layout under /srv/hearth, because hearth finds `alembic.ini`
-# and `migrations/` relative to its own package (app/db/migrate.py) and reads
+# and `migrations/` relative to its own package (app/core/db/migrate.py) and reads
 # `config/*.yaml` relative to the working directory. The package is therefore installed in
 # editable mode: the code that runs is the copy in /srv/hearth, not one in site-packages.
 #

@@ -13,9 +13,9 @@ import sys
 from pydantic import ValidationError
 from sqlalchemy import select
 
-from app.config_errors import ConfigError
-from app.db.engine import create_engine, session_factory
-from app.db.migrate import upgrade
+from app.core.config_files import ConfigError
+from app.core.db.engine import create_engine, session_factory
+from app.core.db.migrate import upgrade
 from app.files.data_dir import DataDirMismatch
 from app.settings import Settings
 
@@ -31,10 +31,10 @@ async def _migrate(settings: Settings) -> None:
 async def _create_user(
     settings: Settings, email: str, password: str, admin: bool, display_name: str | None
 ) -> str:
-    from app.api.schemas.users import RegisterIn
     from app.auth.passwords import hash_password
     from app.clock import Clock
-    from app.db.models import User
+    from app.models import User
+    from app.users.schemas import RegisterIn
 
     try:
         body = RegisterIn(email=email, password=password, display_name=display_name)

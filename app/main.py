@@ -20,6 +20,8 @@ from fastapi.responses import JSONResponse
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.agent.supervisor import TurnSupervisor
+from app.agent.warmup import warm_up
 from app.api import (
     approvals,
     auth,
@@ -33,15 +35,14 @@ from app.api import (
     uploads,
     web,
 )
-from app.api.json import OrjsonResponse
-from app.api.limits import BodyLimitMiddleware
-from app.api.request_id import RequestIdMiddleware, current_request_id
 from app.api.stream_schema import install as install_stream_schema
-from app.api.strings import JsonStringsMiddleware
 from app.auth.tokens import CSRF_HEADER, TokenCodec
-from app.chat.supervisor import TurnSupervisor
 from app.clock import Clock
-from app.db.engine import create_engine, session_factory
+from app.core.db.engine import create_engine, session_factory
+from app.core.http.json import OrjsonResponse
+from app.core.http.limits import BodyLimitMiddleware
+from app.core.http.request_id import RequestIdMiddleware, current_request_id
+from app.core.http.strings import JsonStringsMiddleware
 from app.files.data_dir import claim
 from app.files.sweep import start_sweep
 from app.knowledge.ingest import Ingestor
@@ -51,9 +52,8 @@ from app.services import Services
 from app.settings import Settings
 from app.tools.catalogue import Catalogue, Entry
 from app.tools.knowledge import KnowledgeGroup
-from app.tools.mcp_config import load_mcp_config
-from app.tools.mcp_groups import McpGroups
-from app.warmup import warm_up
+from app.tools.mcp.config import load_mcp_config
+from app.tools.mcp.groups import McpGroups
 
 log = logging.getLogger("hearth")
 

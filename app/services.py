@@ -21,9 +21,9 @@ from app.tools.catalogue import Catalogue
 from app.tools.groups import GroupCall, no_group_call
 
 if TYPE_CHECKING:
-    from app.chat.supervisor import TurnSupervisor
+    from app.agent.supervisor import TurnSupervisor
     from app.knowledge.ingest import Ingestor
-    from app.tools.mcp_groups import McpGroups
+    from app.tools.mcp.groups import McpGroups
 
 
 @dataclass

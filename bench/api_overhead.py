@@ -79,10 +79,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from app.db.engine import create_engine, session_factory
-from app.db.migrate import upgrade
-from app.db.models import Chat, ChatLlmTool, Message
+from app.core.db.engine import create_engine, session_factory
+from app.core.db.migrate import upgrade
 from app.main import create_app
+from app.models import Chat, ChatLlmTool, Message
 from app.settings import Settings
 
 DEFAULT_PG_URL = "postgresql+asyncpg://postgres@127.0.0.1:5432/test"

@@ -1,8 +1,9 @@
 """What request-time compaction saves on a long chat with large tool results, and what it costs.
 
 hearth sends an earlier question's tool returns of 1,000 characters or more as one-line receipts
-(`app/chat/compaction.py`), in the outgoing request only; `HEARTH_COMPACT_TOOL_RETURNS=false`
-(`Settings.compact_tool_returns`) sends the history untouched. This script measures both sides.
+(`app/agent/capabilities/compaction.py`), in the outgoing request only;
+`HEARTH_COMPACT_TOOL_RETURNS=false` (`Settings.compact_tool_returns`) sends
+the history untouched. This script measures both sides.
 
 (1) Input tokens. One scripted 30-turn chat is run twice through hearth's real request path,
     once with compaction off and once with it on, in the same process: hearth runs here
@@ -38,7 +39,7 @@ hearth sends an earlier question's tool returns of 1,000 characters or more as o
     chat's requests; with the same requests in both runs, the total falls by the same share).
 
 (2) The builder's added cost. A 500-message chat is built in memory as `StoredMessage` and
-    `StoredToolCall` rows (`app/chat/rows.py`), the shape the recorder stores: for each of 166
+    `StoredToolCall` rows (`app/agent/rows.py`), the shape the recorder stores: for each of 166
     answered questions a user message, an assistant round with one tool call whose result is
     5,000-20,000 characters (generated like those of (1)) and an assistant answer; then the
     question in progress, its user message and a round with a tool call (500 messages). Assistant
@@ -103,11 +104,11 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.usage import RequestUsage
 
-from app.chat.builder import build_history
-from app.chat.compaction import MIN_CHARS, compact_earlier_returns
-from app.chat.rows import StoredMessage, StoredToolCall
-from app.db.engine import create_engine
-from app.db.migrate import upgrade
+from app.agent.capabilities.compaction import MIN_CHARS, compact_earlier_returns
+from app.agent.history import build_history
+from app.agent.rows import StoredMessage, StoredToolCall
+from app.core.db.engine import create_engine
+from app.core.db.migrate import upgrade
 from app.files.roots import user_root
 from app.llm.registry import ModelRegistry
 from app.main import create_app

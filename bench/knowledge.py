@@ -10,7 +10,7 @@ run and on the same corpus:
 
 (1) Ingestion rate, through hearth's real background path. For each engine a new empty database
     (`tests.support.fresh_database`: a temporary SQLite file, or a freshly created PostgreSQL
-    database, dropped afterwards) is migrated to head (`app.db.migrate.upgrade`); a benchmark
+    database, dropped afterwards) is migrated to head (`app.core.db.migrate.upgrade`); a benchmark
     user and an other user are inserted. The documents' files are written under the user's
     file root and their `Upload` rows inserted as `pending` (sniffed type, real size and
     SHA-256), as an upload does; that staging is not timed. Then, timed with
@@ -109,15 +109,15 @@ from pypdf import PdfReader
 from sqlalchemy import func, select, text
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
-from app.db.engine import create_engine, session_factory
-from app.db.migrate import upgrade
-from app.db.models import KnowledgeChunk, Upload, User
+from app.core.db.engine import create_engine, session_factory
+from app.core.db.migrate import upgrade
 from app.files.roots import user_root
 from app.files.sniff import SNIFF_BYTES, sniff
 from app.knowledge.chunking import chunk_text, looks_like_markdown
 from app.knowledge.extract import extract
 from app.knowledge.ingest import CONCURRENCY, Ingestor, is_document
 from app.knowledge.search import Hit, search
+from app.models import KnowledgeChunk, Upload, User
 from tests.knowledge.corpus import ATTRIBUTES, FILLER, Fact, generate, recall_at
 from tests.support import PG_ADMIN_URL, fresh_database, pg_available
 

@@ -98,8 +98,8 @@ import httpx
 from _catalogue import SEED, USER_FILES, Group, build_catalogue, group_call
 from _figures import add_json_option, write_figures
 
-from app.db.engine import create_engine
-from app.db.migrate import upgrade
+from app.core.db.engine import create_engine
+from app.core.db.migrate import upgrade
 from app.files.roots import user_root
 from app.llm.registry import ModelRegistry
 from app.main import create_app

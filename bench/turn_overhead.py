@@ -122,14 +122,14 @@ from sqlalchemy import event, func, select
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.chat.builder import build_history
-from app.chat.rows import load_rows
-from app.chat.turns import INSTRUCTIONS
-from app.db.engine import create_engine
-from app.db.migrate import upgrade
-from app.db.models import Chat, ChatLlmTool, LlmRequest, Message
-from app.llm.openai_client import HearthAsyncOpenAI
+from app.agent.history import build_history
+from app.agent.rows import load_rows
+from app.agent.turn import INSTRUCTIONS
+from app.core.db.engine import create_engine
+from app.core.db.migrate import upgrade
+from app.llm.wire.openai_client import HearthAsyncOpenAI
 from app.main import create_app
+from app.models import Chat, ChatLlmTool, LlmRequest, Message
 from app.settings import Settings
 
 DEFAULT_SCHEDULE = "first_ms=200,tokens=50,interval_ms=20"

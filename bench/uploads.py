@@ -106,8 +106,8 @@ from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app.db.engine import create_engine
-from app.db.migrate import upgrade
+from app.core.db.engine import create_engine
+from app.core.db.migrate import upgrade
 from app.main import create_app
 from app.settings import Settings
 

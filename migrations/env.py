@@ -13,9 +13,9 @@ from alembic import context
 from sqlalchemy.engine import Connection
 from sqlalchemy.types import TypeDecorator
 
-from app.db import models  # noqa: F401  (fills Base.metadata)
-from app.db.base import Base
-from app.db.engine import create_engine
+from app import models  # noqa: F401  (fills Base.metadata)
+from app.core.db.base import Base
+from app.core.db.engine import create_engine
 from app.knowledge.index import include_object
 from app.settings import Settings
 

@@ -22,11 +22,11 @@ from app.auth.passwords import hash_password
 from app.auth.sessions import open_session
 from app.auth.tokens import CSRF_COOKIE, SESSION_COOKIE
 from app.clock import ShiftedClock
-from app.db.base import Base
-from app.db.engine import create_engine
-from app.db.migrate import upgrade
-from app.db.models import Installation, User
+from app.core.db.base import Base
+from app.core.db.engine import create_engine
+from app.core.db.migrate import upgrade
 from app.main import create_app
+from app.models import Installation, User
 from app.services import Services
 from app.settings import Settings
 from tests import golden

@@ -5,7 +5,7 @@ setting is renamed, a port moves or the repository layout changes, so the files 
 data and checked against the code they configure: every `HEARTH_*` variable must be a field
 of `Settings`, the database URL must point at the compose PostgreSQL service with its own
 credentials, the data directory must be a named volume, and the image must keep the layout
-`app/db/migrate.py` relies on. `Settings` is then built from exactly the environment the
+`app/core/db/migrate.py` relies on. `Settings` is then built from exactly the environment the
 container would get. Compose's `${VAR...}` interpolation is reproduced by a small resolver, so
 the checks see the values compose would substitute. Where the docker compose plugin is
 installed, `docker compose config` validates the file as well; elsewhere that test skips.
@@ -369,7 +369,7 @@ def test_dockerfile_serves_on_all_interfaces() -> None:
 
 
 def test_dockerfile_keeps_the_repository_layout() -> None:
-    """`app/db/migrate.py` finds alembic.ini and migrations/ two levels above itself."""
+    """`app/core/db/migrate.py` finds alembic.ini and migrations/ two levels above itself."""
     targets, workdir = copy_targets()
     for name in LAYOUT:
         assert target_of(name, targets) == posixpath.join(workdir, name), f"{name} misplaced"

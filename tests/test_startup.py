@@ -53,7 +53,7 @@ async def main() -> None:
     async with app.router.lifespan_context(app):
         started = {
             name: name in sys.modules
-            for name in ("anthropic", "app.llm.anthropic_wire", "app.llm.openai_wire")
+            for name in ("anthropic", "app.llm.wire.anthropic", "app.llm.wire.openai")
         }
         complete = ModelMessagesTypeAdapter.pydantic_complete
         registry = app.state.services.registry
@@ -124,8 +124,8 @@ def test_only_the_configured_providers_are_loaded_and_orphan_uploads_are_swept(
     report = started_with(tmp_path, OPENAI_ONLY)
     assert report["started"] == {
         "anthropic": False,
-        "app.llm.anthropic_wire": False,
-        "app.llm.openai_wire": True,
+        "app.llm.wire.anthropic": False,
+        "app.llm.wire.openai": True,
     }
     assert report["adapter_complete"] is True
     assert report["built"] == ["demo/scripted", "openai/gpt"]
@@ -139,8 +139,8 @@ def test_a_configured_anthropic_provider_is_loaded_at_start(tmp_path: Path) -> N
     report = started_with(tmp_path, WITH_ANTHROPIC, K_ANTHROPIC="a")
     assert report["started"] == {
         "anthropic": True,
-        "app.llm.anthropic_wire": True,
-        "app.llm.openai_wire": True,
+        "app.llm.wire.anthropic": True,
+        "app.llm.wire.openai": True,
     }
     assert report["adapter_complete"] is True
     assert report["built"] == ["anthropic/claude", "demo/scripted", "openai/gpt"]
@@ -151,7 +151,7 @@ def test_a_provider_without_its_key_is_not_loaded(tmp_path: Path) -> None:
     report = started_with(tmp_path, WITH_ANTHROPIC)  # K_ANTHROPIC is not set
     assert report["started"] == {
         "anthropic": False,
-        "app.llm.anthropic_wire": False,
-        "app.llm.openai_wire": True,
+        "app.llm.wire.anthropic": False,
+        "app.llm.wire.openai": True,
     }
     assert report["built"] == ["demo/scripted", "openai/gpt"]

@@ -14,15 +14,16 @@ from fastapi import APIRouter, HTTPException
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, Field, StrictBool
 
+from app.agent import approvals, leases
+from app.agent.stream import STREAM_HEADERS
+from app.agent.turn import TurnPlan
 from app.api.chats import usable_model
 from app.api.deps import Auth, DbSession, ServicesDep
-from app.api.errors import unprocessable
-from app.api.schemas.common import RequestBody, error_responses
 from app.api.stream_schema import STREAM_RESPONSE
-from app.chat import approvals, leases, store
-from app.chat.stream import STREAM_HEADERS
-from app.chat.turns import TurnPlan
-from app.db.models import Message
+from app.chats import repository
+from app.core.errors import unprocessable
+from app.core.http.schemas import RequestBody, error_responses
+from app.models import Message
 
 router = APIRouter(prefix="/api/chats", tags=["messages"])
 
@@ -58,7 +59,7 @@ async def answer_approvals(
     chat_id: uuid.UUID, body: ApprovalsIn, auth: Auth, services: ServicesDep, db: DbSession
 ) -> StreamingResponse | JSONResponse:
     """Approve or reject pending tool calls; the last answer resumes the paused turn."""
-    chat = await store.get_chat(db, auth.user.id, chat_id)
+    chat = await repository.get_chat(db, auth.user.id, chat_id)
     if chat is None:
         raise HTTPException(404, "chat not found")
     ids = [d.tool_call_id for d in body.decisions]

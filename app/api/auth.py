@@ -12,16 +12,16 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
 from app.api.deps import Auth, DbSession, ServicesDep
-from app.api.json import json_response
-from app.api.schemas.common import error_responses
-from app.api.schemas.users import LoginIn, RegisterIn, SignedInOut
 from app.auth import throttle
 from app.auth.addresses import client_address
 from app.auth.passwords import hash_password, verify_password
 from app.auth.sessions import SessionUser, open_session, revoke_session
 from app.auth.tokens import CSRF_COOKIE, SESSION_COOKIE
-from app.db.models import User
+from app.core.http.json import json_response
+from app.core.http.schemas import error_responses
+from app.models import User
 from app.services import Services
+from app.users.schemas import LoginIn, RegisterIn, SignedInOut
 
 router = APIRouter(prefix="/api/auth", tags=["auth"])
 

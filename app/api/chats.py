@@ -7,13 +7,13 @@ import uuid
 from fastapi import APIRouter, HTTPException, Response
 
 from app.api.deps import Auth, Connection, DbSession, ServicesDep
-from app.api.errors import unprocessable
-from app.api.json import json_response
-from app.api.pagination import Cursor, CursorQuery, LimitQuery
-from app.api.schemas.chats import ChatDetailOut, ChatIn, ChatOut, ChatPage, ChatPatch
-from app.api.schemas.common import error_responses
-from app.chat import store, views
-from app.db.models import Chat
+from app.chats import repository, views
+from app.chats.schemas import ChatDetailOut, ChatIn, ChatOut, ChatPage, ChatPatch
+from app.core.errors import unprocessable
+from app.core.http.json import json_response
+from app.core.http.pagination import Cursor, CursorQuery, LimitQuery
+from app.core.http.schemas import error_responses
+from app.models import Chat
 from app.services import Services
 
 router = APIRouter(prefix="/api/chats", tags=["chats"])
@@ -67,7 +67,7 @@ async def list_chats(
     """The user's chats, newest activity first."""
     now = services.clock.now()
     after = Cursor.decode(cursor) if cursor else None
-    chats, more = await store.list_chats(
+    chats, more = await repository.list_chats(
         db, auth.user.id, limit, (after.at, after.id) if after else None
     )
     next_cursor = Cursor(chats[-1].updated_at, chats[-1].id).encode() if more else None
@@ -81,7 +81,7 @@ async def get_chat(
     chat_id: uuid.UUID, auth: Auth, services: ServicesDep, connection: Connection
 ) -> Response:
     """A chat with its messages in order."""
-    detail = await store.chat_detail(connection, auth.user.id, chat_id, services.clock.now())
+    detail = await repository.chat_detail(connection, auth.user.id, chat_id, services.clock.now())
     if detail is None:
         raise HTTPException(404, "chat not found")
     return json_response(detail)
@@ -92,7 +92,7 @@ async def update_chat(
     chat_id: uuid.UUID, body: ChatPatch, auth: Auth, services: ServicesDep, db: DbSession
 ) -> Response:
     """Rename a chat or switch its model."""
-    chat = await store.get_chat(db, auth.user.id, chat_id)
+    chat = await repository.get_chat(db, auth.user.id, chat_id)
     if chat is None:
         raise HTTPException(404, "chat not found")
     fields = body.model_fields_set
@@ -103,7 +103,7 @@ async def update_chat(
     if "title" in fields:
         chat.title = body.title
     if fields:
-        store.touch(chat, services.clock.now())
+        repository.touch(chat, services.clock.now())
     await db.commit()
     return json_response(views.chat(chat, services.clock.now()))
 
@@ -113,10 +113,10 @@ async def delete_chat(
     chat_id: uuid.UUID, auth: Auth, services: ServicesDep, db: DbSession
 ) -> Response:
     """Delete a chat with its messages, tool calls and activations (a running turn stops first)."""
-    if await store.get_chat(db, auth.user.id, chat_id) is None:
+    if await repository.get_chat(db, auth.user.id, chat_id) is None:
         raise HTTPException(404, "chat not found")
     await services.turns.stop_and_wait(chat_id, auth.user.id)
-    if not await store.delete_chat(db, auth.user.id, chat_id):
+    if not await repository.delete_chat(db, auth.user.id, chat_id):
         raise HTTPException(404, "chat not found")
     await db.commit()
     return Response(status_code=204)

@@ -13,12 +13,13 @@ import uuid
 from fastapi import APIRouter, HTTPException
 from pydantic import BaseModel
 
+from app.agent import approvals, leases
+from app.agent.summaries import NothingToCover, SummaryFailed, summarise
 from app.api.chats import usable_model
 from app.api.deps import Auth, DbSession, ServicesDep
-from app.api.errors import unprocessable
-from app.api.schemas.common import error_responses
-from app.chat import approvals, leases, store
-from app.chat.summaries import NothingToCover, SummaryFailed, summarise
+from app.chats import repository
+from app.core.errors import unprocessable
+from app.core.http.schemas import error_responses
 
 router = APIRouter(prefix="/api/chats", tags=["chats"])
 
@@ -37,7 +38,7 @@ async def compact_chat(
     chat_id: uuid.UUID, auth: Auth, services: ServicesDep, db: DbSession
 ) -> CompactOut:
     """Summarise the chat's older messages now; the model gets the summary instead of them."""
-    chat = await store.get_chat(db, auth.user.id, chat_id)
+    chat = await repository.get_chat(db, auth.user.id, chat_id)
     if chat is None:
         raise HTTPException(404, "chat not found")
     model = services.registry.get(usable_model(services, chat.model))

@@ -30,10 +30,10 @@ from sqlalchemy import select
 from starlette.types import Message, Receive, Scope, Send
 
 from app.api.deps import Auth, Connection, ServicesDep
-from app.api.schemas.common import error_responses
-from app.db.models import Upload
+from app.core.http.schemas import error_responses
 from app.files.roots import OutsideRoot, resolve_inside, user_root
 from app.files.sniff import sniff_fd
+from app.models import Upload
 
 router = APIRouter(tags=["data"])
 

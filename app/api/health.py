@@ -8,8 +8,8 @@ from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
 from app.api.deps import ServicesDep
-from app.api.json import json_response
-from app.api.schemas.common import error_responses
+from app.core.http.json import json_response
+from app.core.http.schemas import error_responses
 
 router = APIRouter(tags=["health"])
 

@@ -9,16 +9,17 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 from sqlalchemy import func, select
 
+from app.agent import approvals, leases
+from app.agent.capabilities.recorder import round_row
+from app.agent.stream import STREAM_HEADERS
+from app.agent.turn import TurnPlan
 from app.api.chats import usable_model
 from app.api.deps import Auth, DbSession, ServicesDep
-from app.api.errors import unprocessable
-from app.api.schemas.common import RequestBody, error_responses
 from app.api.stream_schema import STREAM_RESPONSE
-from app.chat import approvals, leases, store
-from app.chat.recorder import round_row
-from app.chat.stream import STREAM_HEADERS
-from app.chat.turns import TurnPlan
-from app.db.models import Message, Upload
+from app.chats import repository
+from app.core.errors import unprocessable
+from app.core.http.schemas import RequestBody, error_responses
+from app.models import Message, Upload
 
 router = APIRouter(prefix="/api/chats", tags=["messages"])
 
@@ -50,7 +51,7 @@ async def send_message(
     chat_id: uuid.UUID, body: MessageIn, auth: Auth, services: ServicesDep, db: DbSession
 ) -> StreamingResponse:
     """Store the message and stream the model's turn that answers it."""
-    chat = await store.get_chat(db, auth.user.id, chat_id)
+    chat = await repository.get_chat(db, auth.user.id, chat_id)
     if chat is None:
         raise HTTPException(404, "chat not found")
     if not body.content.strip() and not body.attachments:
@@ -121,7 +122,7 @@ async def stop_turn(
     """Stop the chat's running turn: the model request is cancelled, partial text kept.
 
     A turn paused for approvals ends here: its pending calls are cancelled."""
-    if await store.get_chat(db, auth.user.id, chat_id) is None:
+    if await repository.get_chat(db, auth.user.id, chat_id) is None:
         raise HTTPException(404, "chat not found")
     if await services.turns.stop(chat_id, auth.user.id):
         return StopOut(status="stopping")

@@ -5,8 +5,8 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from app.api.deps import Auth, ServicesDep
-from app.api.schemas.common import error_responses
-from app.api.schemas.models import ModelOut
+from app.core.http.schemas import error_responses
+from app.llm.schemas import ModelOut
 
 router = APIRouter(prefix="/api", tags=["models"])
 

@@ -9,10 +9,10 @@ from typing import Literal
 from fastapi import APIRouter, HTTPException, Response
 from pydantic import BaseModel
 
+from app.agent.activations import list_activations, reset_activations
 from app.api.deps import Auth, DbSession, ServicesDep
-from app.api.schemas.common import error_responses
-from app.chat import store
-from app.chat.activations import list_activations, reset_activations
+from app.chats import repository
+from app.core.http.schemas import error_responses
 
 router = APIRouter(prefix="/api", tags=["tools"])
 
@@ -59,7 +59,7 @@ async def list_tools(_auth: Auth, services: ServicesDep) -> list[GroupOut]:
 )
 async def get_activations(chat_id: uuid.UUID, auth: Auth, db: DbSession) -> list[ActivationOut]:
     """The groups activated in a chat, each anchored at the message that activated it."""
-    if await store.get_chat(db, auth.user.id, chat_id) is None:
+    if await repository.get_chat(db, auth.user.id, chat_id) is None:
         raise HTTPException(404, "chat not found")
     return [ActivationOut(**row) for row in await list_activations(db, chat_id)]
 
@@ -73,7 +73,7 @@ async def delete_activations(
     chat_id: uuid.UUID, auth: Auth, services: ServicesDep, db: DbSession
 ) -> Response:
     """Reset the chat's activations: later turns start with none (a deliberate cache reset)."""
-    chat = await store.get_chat(db, auth.user.id, chat_id)
+    chat = await repository.get_chat(db, auth.user.id, chat_id)
     if chat is None:
         raise HTTPException(404, "chat not found")
     now = services.clock.now()

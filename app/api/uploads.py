@@ -1,6 +1,6 @@
 """Uploads: receive files (streamed to disk), list, read and delete them.
 
-`POST` reads its body itself (`app.api.multipart`) instead of declaring form parameters, so
+`POST` reads its body itself (`app.files.multipart`) instead of declaring form parameters, so
 nothing is buffered or spooled before the route decides. It also authenticates on a connection
 of its own that goes back to the pool before the body is read: a large upload over a slow link
 holds no database connection while its bytes arrive. Rows are written only once every file of
@@ -21,20 +21,20 @@ from sqlalchemy import and_, delete, func, or_, select
 from starlette.requests import ClientDisconnect
 
 from app.api.deps import Auth, Connection, DbSession, ServicesDep, require_auth
-from app.api.errors import unprocessable
-from app.api.json import json_response
-from app.api.multipart import CHAT_FIELD, FormError, UploadForm, read_upload_form
-from app.api.pagination import Cursor, CursorQuery, LimitQuery
-from app.api.schemas.common import error_responses
-from app.api.schemas.uploads import UPLOAD_FORM, UploadOut, UploadPage
 from app.auth.sessions import Authenticated
-from app.chat import views
-from app.db.engine import rows_changed
-from app.db.models import Chat, Upload
+from app.chats import views
+from app.core.db.engine import rows_changed
+from app.core.errors import unprocessable
+from app.core.http.json import json_response
+from app.core.http.pagination import Cursor, CursorQuery, LimitQuery
+from app.core.http.schemas import error_responses
+from app.files.multipart import CHAT_FIELD, FormError, UploadForm, read_upload_form
 from app.files.quota import allowance
 from app.files.roots import user_root
+from app.files.schemas import UPLOAD_FORM, UploadOut, UploadPage
 from app.files.uploads import TooLarge, remove_upload
 from app.knowledge.ingest import is_document
+from app.models import Chat, Upload
 from app.services import Services
 
 router = APIRouter(prefix="/api/uploads", tags=["uploads"])

@@ -19,7 +19,7 @@ from sqlalchemy import bindparam, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from app.auth.tokens import TokenCodec
-from app.db.models import AuthSession, User
+from app.models import AuthSession, User
 
 TOUCH_INTERVAL = timedelta(seconds=60)
 

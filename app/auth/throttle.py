@@ -37,7 +37,7 @@ from sqlalchemy import delete, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth.addresses import address_key
-from app.db.models import LoginFailure
+from app.models import LoginFailure
 from app.settings import Settings
 
 WINDOW = timedelta(minutes=15)

@@ -26,8 +26,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.clock import Clock
-from app.db.engine import sqlite_file
-from app.db.models import Installation
+from app.core.db.engine import sqlite_file
+from app.models import Installation
 
 RECORD = "database_id"
 PRIVATE_DIR = 0o700

@@ -35,11 +35,11 @@ from pathlib import Path
 from sqlalchemy import delete, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.db.models import KnowledgeChunk, Upload
 from app.files.roots import resolve_inside, user_root
 from app.knowledge.chunking import Chunk
 from app.knowledge.extract import PDF, IngestFailed, Limits, extract
 from app.knowledge.worker import WorkerFailed, WorkerPool
+from app.models import KnowledgeChunk, Upload
 
 __all__ = ["PDF", "IngestFailed", "Ingestor", "Limits", "extract"]
 

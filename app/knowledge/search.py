@@ -19,8 +19,8 @@ from sqlalchemy import Float, func, literal_column, select, table, text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 from sqlalchemy.sql.elements import ColumnClause, ColumnElement
 
-from app.db.models import KnowledgeChunk, Upload
 from app.knowledge.index import FTS_TABLE, TS_CONFIG, TSV_COLUMN
+from app.models import KnowledgeChunk, Upload
 
 MAX_TERMS = 32
 SNIPPET_WORDS = 24

@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from app.config_errors import load_config_file
+from app.core.config_files import load_config_file
 
 ProviderKind = Literal[
     "anthropic", "openai", "moonshot", "lmstudio", "ollama", "openrouter", "demo"

@@ -18,8 +18,8 @@ from pydantic_ai.profiles import ModelProfile
 from pydantic_ai.settings import ModelSettings
 
 from app.llm.demo import demo_model
-from app.llm.openai_client import HearthAsyncOpenAI
 from app.llm.registry import ModelInfo, ModelRegistry
+from app.llm.wire.openai_client import HearthAsyncOpenAI
 
 MAX_RETRIES = 3
 REQUEST_TIMEOUT_SECONDS = 300.0
@@ -86,7 +86,7 @@ def build_model(model: ModelInfo, registry: ModelRegistry) -> Model:
         from anthropic import AsyncAnthropic
         from pydantic_ai.providers.anthropic import AnthropicProvider
 
-        from app.llm.anthropic_wire import HearthAnthropicModel
+        from app.llm.wire.anthropic import HearthAnthropicModel
 
         client = AsyncAnthropic(
             api_key=api_key or "missing",
@@ -103,7 +103,7 @@ def build_model(model: ModelInfo, registry: ModelRegistry) -> Model:
     if kind == "moonshot":
         from pydantic_ai.providers.moonshotai import MoonshotAIProvider
 
-        from app.llm.openai_wire import HearthOpenAIChatModel
+        from app.llm.wire.openai import HearthOpenAIChatModel
 
         moonshot = MoonshotAIProvider(openai_client=_openai_client(model, api_key or "missing"))
         return HearthOpenAIChatModel(
@@ -112,7 +112,7 @@ def build_model(model: ModelInfo, registry: ModelRegistry) -> Model:
     if kind in OPENAI_COMPATIBLE:
         from pydantic_ai.providers.openai import OpenAIProvider
 
-        from app.llm.openai_wire import HearthOpenAIChatModel
+        from app.llm.wire.openai import HearthOpenAIChatModel
 
         provider = OpenAIProvider(openai_client=_openai_client(model, api_key or "not-needed"))
         return HearthOpenAIChatModel(

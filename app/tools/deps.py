@@ -12,7 +12,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from app.chat.evidence import QuestionEvidence
+from app.knowledge.evidence import QuestionEvidence
 from app.tools.catalogue import Catalogue
 
 

@@ -27,9 +27,9 @@ from pydantic_ai import ModelRetry, RunContext, ToolReturn
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.chat.evidence import EVIDENCE_KEY, KNOWLEDGE_CITE, KNOWLEDGE_SEARCH
-from app.db.models import KnowledgeChunk
+from app.knowledge.evidence import EVIDENCE_KEY, KNOWLEDGE_CITE, KNOWLEDGE_SEARCH
 from app.knowledge.search import search
+from app.models import KnowledgeChunk
 from app.tools.deps import TurnDeps
 
 GROUP = "knowledge"

@@ -21,7 +21,7 @@ from sqlalchemy import func, select
 from app.auth import passwords, throttle
 from app.cli import _create_user
 from app.clock import ShiftedClock
-from app.db.models import AuthSession
+from app.models import AuthSession
 from app.services import Services
 from tests.conftest import NewUser
 from tests.support import Client
@@ -520,7 +520,7 @@ async def test_password_hash_never_leaves_the_server(
     anon: Client, user: Client, services: Services
 ) -> None:
     async with services.sessions() as db:
-        from app.db.models import User
+        from app.models import User
 
         stored = await db.scalar(select(User.password_hash))
     assert stored and stored.startswith("$argon2")

@@ -9,8 +9,8 @@ from datetime import UTC, datetime
 import pytest
 from sqlalchemy import func, select
 
-from app.api.schemas.chats import ChatDetailOut, ChatOut, ChatPage
-from app.db.models import ActivatedTool, Chat, ChatLlmTool, Message, Upload
+from app.chats.schemas import ChatDetailOut, ChatOut, ChatPage
+from app.models import ActivatedTool, Chat, ChatLlmTool, Message, Upload
 from app.services import Services
 from tests.conftest import NewUser
 from tests.support import Client

@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select
 
-from app.db.models import KnowledgeChunk
 from app.knowledge.extract import CHARS_PER_BYTE, Limits
 from app.knowledge.ingest import Ingestor
 from app.knowledge.search import search
+from app.models import KnowledgeChunk
 from app.services import Services
 from tests.api.test_uploads import PNG, upload_one
 from tests.conftest import NewUser

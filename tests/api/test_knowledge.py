@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from app.db.models import ChatEvidence, ChatLlmTool, Message
+from app.models import ChatEvidence, ChatLlmTool, Message
 from app.services import Services
 from tests.conftest import NewUser
 from tests.fakes.providers import FakeProviderServer, Reply, ToolCall

@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from app.chat.media import _load
-from app.db.models import Upload
+from app.agent.capabilities.media import _load
 from app.files.roots import user_root
 from app.files.sniff import sniff
+from app.models import Upload
 from app.services import Services
 from tests.fakes.providers import FakeProviderServer, Reply, ToolCall
 from tests.golden import assert_golden

@@ -53,8 +53,8 @@ from schemathesis.checks import (
     status_code_conformance,
 )
 
-from app.db.engine import create_engine
-from app.db.migrate import upgrade
+from app.core.db.engine import create_engine
+from app.core.db.migrate import upgrade
 from app.main import create_app
 from app.settings import Settings
 from tests.support import ROOT, fresh_database, live_server

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from app.chat.summaries import SUMMARY_PREFIX, SUMMARY_REQUEST
-from app.db.models import ActivatedTool, ChatSummary
+from app.agent.summaries import SUMMARY_PREFIX, SUMMARY_REQUEST
+from app.models import ActivatedTool, ChatSummary
 from app.services import Services
 from tests.catalogue_setup import WEATHER
 from tests.fakes.providers import Fail, FakeProviderServer, Reply, ToolCall, Usage

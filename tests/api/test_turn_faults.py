@@ -15,8 +15,8 @@ from typing import Any
 import httpx
 import pytest
 
-from app.chat import recorder as recorder_module
-from app.chat import turns as turns_module
+from app.agent import turn as turns_module
+from app.agent.capabilities import recorder as recorder_module
 from app.files.roots import user_root
 from app.services import Services
 from app.tools.writing import MAX_WRITE_BYTES

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from sqlalchemy import select, update
 
-from app.chat import leases
-from app.chat.turns import Turn
-from app.db.models import Chat, LlmRequest
+from app.agent import leases
+from app.agent.turn import Turn
 from app.llm.demo import GREETING as DEMO_GREETING
+from app.models import Chat, LlmRequest
 from app.services import Services
 from tests.conftest import NewUser
 from tests.support import Client, parse_stream, wait_until_idle
@@ -228,7 +228,7 @@ async def test_deleting_a_chat_stops_its_turn(user: Client, services: Services) 
 async def test_attachments_are_kept_and_returned_with_the_message(
     user: Client, services: Services
 ) -> None:
-    from app.db.models import Upload
+    from app.models import Upload
 
     chat_id = await new_chat(user)
     upload_id = uuid.uuid4()

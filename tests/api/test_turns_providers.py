@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from app.db.models import LlmRequest
 from app.llm.registry import ModelRegistry
+from app.models import LlmRequest
 from app.services import Services
 from tests.fakes.providers import (
     Cut,
@@ -248,7 +248,7 @@ async def test_a_crash_mid_tool_is_replayed_as_interrupted(
 
     from sqlalchemy import update
 
-    from app.db.models import Chat, ChatLlmTool, Message
+    from app.models import Chat, ChatLlmTool, Message
 
     fake = fakes["anthropic"]
     chat_id = (await user.post("/api/chats", json={"model": MODEL_IDS["anthropic"]})).json()["id"]

@@ -18,9 +18,9 @@ from urllib.parse import quote
 import pytest
 from sqlalchemy import func, select
 
-from app.api.schemas.uploads import UploadOut, UploadPage
-from app.db.models import Upload
 from app.files.roots import user_root
+from app.files.schemas import UploadOut, UploadPage
+from app.models import Upload
 from app.services import Services
 from tests.conftest import NewUser
 from tests.support import Client

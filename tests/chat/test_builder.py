@@ -17,8 +17,8 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
-from app.chat.builder import build_history
-from app.chat.rows import StoredMessage, StoredToolCall
+from app.agent.history import build_history
+from app.agent.rows import StoredMessage, StoredToolCall
 from tests.golden import assert_golden
 
 T0 = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)

@@ -16,7 +16,7 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
-from app.chat.compaction import compact_earlier_returns
+from app.agent.capabilities.compaction import compact_earlier_returns
 from app.llm.dtl import MESSAGE_ID_KEY
 
 AT = datetime(2026, 11, 30, tzinfo=UTC)

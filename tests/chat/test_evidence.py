@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import uuid
 
-from app.chat.budget import budget_notice
-from app.chat.evidence import EvidenceRow, QuestionEvidence, capsule, citation_status, citations
+from app.agent.capabilities.budget import budget_notice
+from app.knowledge.evidence import (
+    EvidenceRow,
+    QuestionEvidence,
+    capsule,
+    citation_status,
+    citations,
+)
 
 UPLOAD = uuid.UUID(int=7)
 

@@ -15,8 +15,8 @@ from pydantic_ai.messages import (
 )
 from sqlalchemy import select
 
-from app.chat.recorder import Recorder
-from app.db.models import ChatLlmTool, Message
+from app.agent.capabilities.recorder import Recorder
+from app.models import ChatLlmTool, Message
 from app.services import Services
 from tests.support import Client
 

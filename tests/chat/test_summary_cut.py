@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from app.chat.rows import StoredMessage
-from app.chat.summaries import plan_cut
+from app.agent.rows import StoredMessage
+from app.agent.summaries import plan_cut
 
 AT = datetime(2026, 11, 30, tzinfo=UTC)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, cast
 
-from app.chat.turns import Turn
+from app.agent.turn import Turn
 
 
 def turn() -> Turn:

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import inspect
 
-from app.db.base import Base
-from app.db.engine import create_engine
-from app.db.migrate import check, downgrade, upgrade
+from app.core.db.base import Base
+from app.core.db.engine import create_engine
+from app.core.db.migrate import check, downgrade, upgrade
 from app.knowledge.index import is_index_object
 from tests.support import ROOT, fresh_database
 
@@ -67,7 +67,7 @@ async def test_integer_ids_are_never_reused(backend: str, tmp_path: Path, table:
 
     from sqlalchemy import delete, insert, select
 
-    from app.db.models import Chat, ChatLlmTool, Message, User
+    from app.models import Chat, ChatLlmTool, Message, User
 
     async with fresh_database(backend, tmp_path) as url:
         engine = create_engine(url)

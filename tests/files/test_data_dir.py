@@ -18,8 +18,8 @@ import pytest
 from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.db.engine import create_engine
-from app.db.migrate import upgrade
+from app.core.db.engine import create_engine
+from app.core.db.migrate import upgrade
 from app.files.data_dir import RECORD, DataDirMismatch, bind_data_dir, claim, database_id
 from app.main import create_app
 from app.settings import Settings

@@ -12,10 +12,10 @@ from fpdf import FPDF
 from pypdf import PdfWriter
 from pypdf.generic import DecodedStreamObject, DictionaryObject, NameObject
 
-from app.db.models import Upload
 from app.files.roots import user_root
 from app.files.sniff import sniff
 from app.knowledge.ingest import is_document
+from app.models import Upload
 from app.services import Services
 from tests.knowledge.corpus import FILLER
 

@@ -7,8 +7,8 @@ import uuid
 import pytest
 from sqlalchemy import delete, func, select, text, update
 
-from app.db.models import KnowledgeChunk, Upload
 from app.knowledge.search import query_terms, search
+from app.models import KnowledgeChunk, Upload
 from app.services import Services
 from tests.conftest import NewUser
 from tests.knowledge.corpus import generate, recall_at

@@ -11,8 +11,8 @@ from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.moonshotai import MoonshotAIProvider
 
 from app.llm.factory import MAX_RETRIES, build_model, model_settings
-from app.llm.openai_client import HearthAsyncOpenAI
 from app.llm.registry import ModelRegistry
+from app.llm.wire.openai_client import HearthAsyncOpenAI
 
 PROVIDERS = """
 providers:

@@ -19,7 +19,7 @@ from pydantic_ai import Agent
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
-from app.llm.openai_client import HearthAsyncOpenAI
+from app.llm.wire.openai_client import HearthAsyncOpenAI
 from tests.fakes.providers import FakeOpenAI, RecordedRequest, Reply, ToolCall, Usage
 from tests.support import TLS
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from app.config_errors import ConfigError
+from app.core.config_files import ConfigError
 from app.llm.registry import ModelRegistry
 from tests.support import ROOT
 

@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from app.config_errors import ConfigError
-from app.tools.mcp_config import McpConfig, McpServerConfig, load_mcp_config
-from app.tools.mcp_groups import McpGroup, McpGroups, McpToolError, exposed_tool_name
+from app.core.config_files import ConfigError
+from app.tools.mcp.config import McpConfig, McpServerConfig, load_mcp_config
+from app.tools.mcp.groups import McpGroup, McpGroups, McpToolError, exposed_tool_name
 
 # Real MCP server processes start and stop in nearly every test here: the full run has them,
 # the quick subset leaves them out.

@@ -1,0 +1,1 @@
+"""The pydantic-ai capabilities a turn runs with, each typed on the turn's deps."""

@@ -1,0 +1,508 @@
+"""The recorder: stores each model round of a turn as it happens.
+
+A pydantic-ai capability, so it sees every round whichever way the run is driven:
+
+- when a round starts (`wrap_model_request`) it creates the round's assistant message with
+  status `streaming` and announces its id (`data-assistant-message`); a new message's first
+  round uses the row the send route stored with the message, in the same transaction;
+- while the round streams (`on_event`) it keeps the partial text and reasoning, so a round that
+  fails, is cut off or is stopped keeps what the model had said;
+- when the round ends it stores the content, reasoning, the full response for replay (thinking
+  signatures, reasoning content), the model and the usage split into input, output, cache read
+  and cache write tokens;
+- what the knowledge tools retrieved and cited becomes evidence rows of the question, with
+  the round as their epoch (`app.knowledge.evidence`);
+- each tool call becomes a `chat_llm_tools` row that goes `running` -> `done` / `failed`; a
+  call that waits for the user's approval goes `pending` when the run pauses (a `write_file`
+  row gets its preview when the call is made), and when the turn resumes from the user's
+  decisions the same row goes on: `running` -> `done` / `failed`, or `rejected`.
+
+When a turn ends abnormally the turn runner calls `abort`, which closes whatever is open, and
+whatever way it ends `close_leftovers` fails any call of the chat still `running`: no row outlives
+its turn in a state that says it is still going.
+Every write is its own short transaction: what happened is stored as soon as it happened.
+
+What a model sends is screened before anything runs (`_screen_calls`), so no call of its can
+break the bookkeeping that pairs calls with rows and results:
+- a tool call id used twice in one response: the later call gets a derived id (`<id>-2`) and is
+  answered as an error without running. Sending the id back as received would give the provider
+  two results for one id (Anthropic refuses a message whose tool_use ids repeat, so every later
+  request of the chat would fail); the derived id goes into the stored response, so every later
+  request replays the same, valid, exchange;
+- a tool call id longer than the 200 characters a row holds is answered as an error without
+  running (it could not be approved or matched by its stored form); the row keeps a bounded form
+  of it (`app.agent.stored_text.bounded`), while the stored response keeps the id exactly as the
+  provider sent it, which is what goes back on the wire, paired with the row by the same bound.
+  A tool name that long names no tool: pydantic-ai answers it as unknown; the row keeps it bounded;
+- a `write_file` whose content could not be written exactly as previewed (`app.tools.writing`)
+  is answered as an error at once rather than put to the user for approval.
+Every string stored passes through `storable` (no NUL, no lone surrogate), since PostgreSQL can
+hold neither.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import logging
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import orjson
+from pydantic_ai import ModelRetry, RunContext
+from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.messages import (
+    DeferredToolRequestsEvent,
+    FunctionToolCallEvent,
+    FunctionToolResultEvent,
+    ModelMessagesTypeAdapter,
+    ModelResponse,
+    PartDeltaEvent,
+    PartStartEvent,
+    RetryPromptPart,
+    TextPart,
+    TextPartDelta,
+    ThinkingPart,
+    ThinkingPartDelta,
+    ToolCallPart,
+    ToolReturnPart,
+)
+from pydantic_ai.tools import ToolDefinition
+from sqlalchemy import select, update
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from app.agent.events import HearthPart
+from app.agent.stored_text import ID_LENGTH, bounded, storable, storable_text
+from app.clock import Clock
+from app.knowledge import evidence
+from app.knowledge.evidence import EVIDENCE_KEY
+from app.llm.dtl import MEDIA_KEY
+from app.models import ActivatedTool, ChatLlmTool, Message
+from app.tools.activation import ACTIVATE_TOOLS
+from app.tools.writing import WRITE_FILE, check_room, preview, writable_content
+
+log = logging.getLogger("hearth.turns")
+
+UNFINISHED_CALL = "The tool call did not finish: the turn ended first."
+
+
+@dataclass
+class TurnUsage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+    def add(self, usage: Any) -> None:
+        self.input_tokens += usage.input_tokens or 0
+        self.output_tokens += usage.output_tokens or 0
+        self.cache_read_tokens += usage.cache_read_tokens or 0
+        self.cache_write_tokens += usage.cache_write_tokens or 0
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cache_read_tokens": self.cache_read_tokens,
+            "cache_write_tokens": self.cache_write_tokens,
+        }
+
+
+@dataclass
+class _Round:
+    message_id: int
+    text: list[str] = field(default_factory=list)
+    reasoning: list[str] = field(default_factory=list)
+    streamed: bool = False
+    """Whether any output arrived, which tells a stream cut off mid-way from a failed request."""
+
+
+def round_row(chat_id: uuid.UUID, model_id: str, now: datetime, question_id: int) -> Message:
+    """A round's assistant message as it starts: empty, `streaming`, tied to its question."""
+    return Message(
+        chat_id=chat_id,
+        role="assistant",
+        content="",
+        status="streaming",
+        model=model_id,
+        meta={"question_id": question_id} if question_id else {},
+        created_at=now,
+    )
+
+
+def tool_result_text(content: Any) -> tuple[str, str]:
+    """A tool's return value as stored: text as it is, anything else as JSON."""
+    if isinstance(content, str):
+        return content, "text"
+    return orjson.dumps(content, default=str).decode(), "json"
+
+
+class Recorder(AbstractCapability[Any]):
+    def __init__(
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        chat_id: uuid.UUID,
+        model_id: str,
+        clock: Clock,
+        question_id: int = 0,
+        first_round_id: int | None = None,
+    ) -> None:
+        self.sessions = sessions
+        self.chat_id = chat_id
+        self.model_id = model_id
+        self.clock = clock
+        self.question_id = question_id
+        """The user message that started the question; recorded on every round it makes."""
+        self.first_round_id = first_round_id
+        """The first round's row when the send route stored it; used by the first round."""
+        self.usage = TurnUsage()
+        self.round: _Round | None = None
+        self.message_ids: list[int] = []
+        self.running_tools: dict[str, int] = {}
+        """tool_call_id -> chat_llm_tools row id, for calls that have not finished."""
+        self.cited = False
+        """Whether this turn recorded a citation."""
+        self.adopted: dict[str, int] = {}
+        """tool_call_id -> row id of the pending calls a resumed turn carries on."""
+        self.refused: dict[str, str] = {}
+        """tool_call_id -> why the call is answered as an error without running."""
+
+    async def adopt_pending(self) -> None:
+        """A resumed turn continues the chat's pending calls on their own rows."""
+        async with self.sessions() as db:
+            rows = await db.execute(
+                select(ChatLlmTool.tool_call_id, ChatLlmTool.id).where(
+                    ChatLlmTool.chat_id == self.chat_id, ChatLlmTool.status == "pending"
+                )
+            )
+            self.adopted = {tool_call_id: row_id for tool_call_id, row_id in rows}
+
+    # -- rounds ------------------------------------------------------------------------------
+
+    async def wrap_model_request(
+        self, ctx: RunContext[Any], *, request_context: Any, handler: Any
+    ) -> ModelResponse:
+        await self._open_round()
+        assert self.round is not None
+        await ctx.emit(HearthPart(part="assistant-message", payload={"id": self.round.message_id}))
+        response: ModelResponse = self._screen_calls(await handler(request_context))
+        await self._close_round(response)
+        return response
+
+    def _screen_calls(self, response: ModelResponse) -> ModelResponse:
+        """The response with each repeated tool call id made unique; which calls are refused."""
+        calls = [part for part in response.parts if isinstance(part, ToolCallPart)]
+        taken = {call.tool_call_id for call in calls}
+        seen: set[str] = set()
+        parts = list(response.parts)
+        for index, part in enumerate(parts):
+            if not isinstance(part, ToolCallPart):
+                continue
+            call_id = part.tool_call_id
+            if call_id in seen:
+                n = 2
+                while f"{call_id}-{n}" in taken:
+                    n += 1
+                renamed = f"{call_id}-{n}"
+                taken.add(renamed)
+                parts[index] = part = dataclasses.replace(part, tool_call_id=renamed)
+                self.refused[renamed] = (
+                    "This call was not run: its id repeats the id of another call in the same "
+                    "response. Call the tool again, with a new id, if it is still needed."
+                )
+            elif len(call_id) > ID_LENGTH:
+                self.refused[call_id] = (
+                    f"This call was not run: its id is longer than {ID_LENGTH} characters."
+                )
+            seen.add(call_id)
+        if parts == response.parts:
+            return response
+        return dataclasses.replace(response, parts=parts)
+
+    async def before_tool_validate(
+        self, ctx: RunContext[Any], *, call: ToolCallPart, tool_def: ToolDefinition, args: Any
+    ) -> Any:
+        reason = self.refused.pop(call.tool_call_id, None)
+        if reason is not None:
+            raise ModelRetry(reason)
+        if call.tool_name == WRITE_FILE:
+            arguments = call.args_as_dict()
+            content = arguments.get("content")
+            if isinstance(content, str):
+                # A write that could not be done asks nobody first.
+                size = len(writable_content(content))
+                await asyncio.to_thread(
+                    check_room,
+                    ctx.deps.file_root,
+                    str(arguments.get("path", "")),
+                    size,
+                    ctx.deps.storage_quota,
+                )
+        return args
+
+    async def _open_round(self) -> None:
+        if self.first_round_id is not None:  # stored with the user message by the send route
+            message_id, self.first_round_id = self.first_round_id, None
+        else:
+            message = round_row(self.chat_id, self.model_id, self.clock.now(), self.question_id)
+            async with self.sessions() as db:
+                db.add(message)
+                await db.commit()
+            message_id = message.id
+        self.round = _Round(message_id)
+        self.message_ids.append(message_id)
+
+    async def _close_round(self, response: ModelResponse) -> None:
+        assert self.round is not None
+        self.usage.add(response.usage)
+        text = "".join(p.content for p in response.parts if isinstance(p, TextPart))
+        reasoning = "\n\n".join(p.content for p in response.parts if isinstance(p, ThinkingPart))
+        stored = storable(ModelMessagesTypeAdapter.dump_python([response], mode="json")[0])
+        async with self.sessions() as db:
+            await db.execute(
+                update(Message)
+                .where(Message.id == self.round.message_id)
+                .values(
+                    content=storable_text(text),
+                    reasoning=storable_text(reasoning) or None,
+                    status="ok",
+                    model=self.model_id,
+                    provider_details={"response": stored},
+                    input_tokens=response.usage.input_tokens or 0,
+                    output_tokens=response.usage.output_tokens or 0,
+                    cache_read_tokens=response.usage.cache_read_tokens or 0,
+                    cache_write_tokens=response.usage.cache_write_tokens or 0,
+                )
+            )
+            await db.commit()
+
+    # -- streaming and tools -----------------------------------------------------------------
+
+    async def on_event(self, ctx: RunContext[Any], *, event: Any) -> None:
+        current = self.round
+        if isinstance(event, PartStartEvent) and current is not None:
+            current.streamed = True
+            if isinstance(event.part, TextPart):
+                current.text.append(event.part.content)
+            elif isinstance(event.part, ThinkingPart):
+                current.reasoning.append(event.part.content)
+        elif isinstance(event, PartDeltaEvent) and current is not None:
+            current.streamed = True
+            if isinstance(event.delta, TextPartDelta):
+                current.text.append(event.delta.content_delta)
+            elif isinstance(event.delta, ThinkingPartDelta) and event.delta.content_delta:
+                current.reasoning.append(event.delta.content_delta)
+        elif isinstance(event, FunctionToolCallEvent):
+            await self._tool_started(ctx, event)
+        elif isinstance(event, FunctionToolResultEvent):
+            await self._tool_finished(ctx, event)
+        elif isinstance(event, DeferredToolRequestsEvent):
+            await self._paused([call.tool_call_id for call in event.requests.approvals])
+
+    async def _tool_started(self, ctx: RunContext[Any], event: FunctionToolCallEvent) -> None:
+        part = event.part
+        now = self.clock.now()
+        adopted = self.adopted.pop(part.tool_call_id, None)
+        async with self.sessions() as db:
+            if adopted is not None:
+                await db.execute(
+                    update(ChatLlmTool)
+                    .where(ChatLlmTool.id == adopted)
+                    .values(status="running", updated_at=now)
+                )
+                await db.commit()
+                self.running_tools[part.tool_call_id] = adopted
+                return
+            assert self.round is not None
+            arguments = part.args_as_dict()
+            previews = None
+            if (
+                part.tool_name == WRITE_FILE
+                and part.tool_call_id not in self.refused
+                and isinstance(arguments.get("content"), str)
+            ):
+                previews = await asyncio.to_thread(
+                    preview,
+                    ctx.deps.file_root,
+                    str(arguments.get("path", "")),
+                    arguments["content"],
+                )
+            row = ChatLlmTool(
+                chat_id=self.chat_id,
+                message_id=self.round.message_id,
+                tool_call_id=bounded(part.tool_call_id),
+                name=bounded(part.tool_name),
+                arguments=storable(arguments),
+                status="running",
+                preview_old=storable_text(previews[0]) if previews else None,
+                preview_new=previews[1] if previews else None,
+                created_at=now,
+                updated_at=now,
+            )
+            db.add(row)
+            await db.commit()
+        self.running_tools[part.tool_call_id] = row.id
+
+    async def _paused(self, tool_call_ids: list[str]) -> None:
+        """The run stops here: these calls wait for the user's decision."""
+        rows = [self.running_tools.pop(i) for i in tool_call_ids if i in self.running_tools]
+        if not rows:
+            return
+        async with self.sessions() as db:
+            await db.execute(
+                update(ChatLlmTool)
+                .where(ChatLlmTool.id.in_(rows))
+                .values(status="pending", updated_at=self.clock.now())
+            )
+            await db.commit()
+
+    async def _tool_finished(self, ctx: RunContext[Any], event: FunctionToolResultEvent) -> None:
+        part = event.part
+        row_id = self.running_tools.pop(part.tool_call_id, None)
+        if row_id is None:
+            return
+        media = None
+        if isinstance(part, RetryPromptPart):
+            result, result_type, status = part.model_response(), "text", "failed"
+            if isinstance(part.content, str):
+                result = part.content
+        else:
+            assert isinstance(part, ToolReturnPart)
+            result, result_type = tool_result_text(part.content)
+            status = {"success": "done", "denied": "rejected"}.get(part.outcome, "failed")
+            if isinstance(part.metadata, dict) and part.metadata.get(MEDIA_KEY):
+                media = part.metadata[MEDIA_KEY]
+        async with self.sessions() as db:
+            await db.execute(
+                update(ChatLlmTool)
+                .where(ChatLlmTool.id == row_id)
+                .values(
+                    status=status,
+                    result=storable_text(result),
+                    result_type=result_type,
+                    media=storable(media),
+                    updated_at=self.clock.now(),
+                )
+            )
+            await db.commit()
+        if part.tool_name == ACTIVATE_TOOLS and status == "done":
+            await self._record_activations(ctx, result)
+        elif isinstance(part, ToolReturnPart) and isinstance(part.metadata, dict):
+            report = part.metadata.get(EVIDENCE_KEY)
+            if report and self.round is not None and self.question_id:
+                self.cited |= await evidence.record(
+                    self.sessions,
+                    chat_id=self.chat_id,
+                    question_id=self.question_id,
+                    epoch=self.round.message_id,
+                    report=report,
+                    now=self.clock.now(),
+                )
+
+    async def _record_activations(self, ctx: RunContext[Any], result: str) -> None:
+        """One `activated_tools` row per group the call activated, anchored at this round."""
+        assert self.round is not None
+        activated = [r["group"] for r in json.loads(result) if r.get("status") == "activated"]
+        if not activated:
+            return
+        now = self.clock.now()
+        catalogue = ctx.deps.catalogue
+        async with self.sessions() as db:
+            for name in activated:
+                entry = catalogue.find(name)
+                db.add(
+                    ActivatedTool(
+                        chat_id=self.chat_id,
+                        message_id=self.round.message_id,
+                        kind=entry.kind if entry else "mcp",
+                        ref=name,
+                        created_at=now,
+                    )
+                )
+            await db.commit()
+        await ctx.emit(
+            HearthPart(
+                part="activation",
+                payload={"message_id": self.round.message_id, "groups": activated},
+            )
+        )
+
+    # -- abnormal ends -----------------------------------------------------------------------
+
+    async def abort(self, status: str, error: str | None, *, last_failed: bool = False) -> None:
+        """Close the open round with `status` (keeping its partial text) and open tool calls.
+
+        When no round is open (the turn ended between rounds, e.g. at the round limit), the
+        error is kept on the last round instead, so the stored chat says why the turn ended;
+        with `last_failed` (hearth's own fault ended the turn) that round is `failed` too.
+        """
+        error = storable_text(error) if error is not None else None
+        current, self.round = self.round, None
+        if current is None and self.first_round_id is not None:  # it ended before its 1st round
+            current, self.first_round_id = _Round(self.first_round_id), None
+            self.message_ids.append(current.message_id)
+        async with self.sessions() as db:
+            if current is not None and not await self._is_streaming(db, current.message_id):
+                current = None
+            if current is None and error and self.message_ids:
+                values: dict[str, Any] = {"error": error}
+                if last_failed:
+                    values["status"] = "failed"
+                await db.execute(
+                    update(Message).where(Message.id == self.message_ids[-1]).values(**values)
+                )
+            if current is not None:
+                await db.execute(
+                    update(Message)
+                    .where(Message.id == current.message_id, Message.status == "streaming")
+                    .values(
+                        content=storable_text("".join(current.text)),
+                        reasoning=storable_text("".join(current.reasoning)) or None,
+                        status=status,
+                        error=error,
+                    )
+                )
+            if self.running_tools:
+                await db.execute(
+                    update(ChatLlmTool)
+                    .where(ChatLlmTool.id.in_(list(self.running_tools.values())))
+                    .values(
+                        status="cancelled" if status == "cancelled" else "failed",
+                        result=error,
+                        updated_at=self.clock.now(),
+                    )
+                )
+                self.running_tools.clear()
+            await db.commit()
+
+    async def close_leftovers(self, error: str | None) -> None:
+        """Fail whatever this turn left open, whichever way it ended: a round still `streaming`,
+        a call of the chat still `running` (the turn holds the chat's lease, so they are its)."""
+        self.running_tools.clear()
+        async with self.sessions() as db:
+            if self.message_ids:
+                await db.execute(
+                    update(Message)
+                    .where(Message.id.in_(self.message_ids), Message.status == "streaming")
+                    .values(status="failed", error=error or UNFINISHED_CALL)
+                )
+            await db.execute(
+                update(ChatLlmTool)
+                .where(ChatLlmTool.chat_id == self.chat_id, ChatLlmTool.status == "running")
+                .values(
+                    status="failed", result=error or UNFINISHED_CALL, updated_at=self.clock.now()
+                )
+            )
+            await db.commit()
+
+    @staticmethod
+    async def _is_streaming(db: AsyncSession, message_id: int) -> bool:
+        status = await db.scalar(select(Message.status).where(Message.id == message_id))
+        return status == "streaming"
+
+    @property
+    def streamed_in_open_round(self) -> bool:
+        return self.round is not None and self.round.streamed

@@ -1,0 +1,162 @@
+"""A chat's stored rows, as the message builder and the turn runner read them.
+
+Loading is two queries however long the chat is (its messages, then all its tool calls; a third
+for the attached uploads when there are any), and the result is plain frozen data, so everything
+built from it is a pure function of the rows.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.models import ChatLlmTool, Message, Upload
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMedium:
+    """A file a model may be shown: relative to the user's file root, with its sniffed type."""
+
+    path: str
+    mime: str
+    size: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "mime": self.mime, "size": self.size}
+
+
+@dataclass(frozen=True, slots=True)
+class StoredToolCall:
+    id: int
+    tool_call_id: str
+    name: str
+    arguments: Any
+    status: str
+    result: str | None
+    media: tuple[StoredMedium, ...] = field(default=())
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMessage:
+    id: int
+    role: str
+    content: str
+    reasoning: str | None
+    status: str
+    model: str | None
+    provider_details: dict[str, Any] | None
+    meta: dict[str, Any]
+    created_at: datetime
+    tool_calls: tuple[StoredToolCall, ...] = field(default=())
+    attachments: tuple[StoredMedium, ...] = field(default=())
+    request_tokens: int | None = None
+    """What the round's request cost as input (input + cache read + cache write tokens);
+    None where no usage was recorded (user messages, rounds that did not finish)."""
+
+
+async def load_rows(db: AsyncSession, chat_id: uuid.UUID) -> list[StoredMessage]:
+    messages = (
+        await db.execute(
+            select(
+                Message.id,
+                Message.role,
+                Message.content,
+                Message.reasoning,
+                Message.status,
+                Message.model,
+                Message.provider_details,
+                Message.meta,
+                Message.created_at,
+                Message.input_tokens,
+                Message.cache_read_tokens,
+                Message.cache_write_tokens,
+            )
+            .where(Message.chat_id == chat_id)
+            .order_by(Message.id)
+        )
+    ).all()
+    calls = (
+        await db.execute(
+            select(
+                ChatLlmTool.id,
+                ChatLlmTool.message_id,
+                ChatLlmTool.tool_call_id,
+                ChatLlmTool.name,
+                ChatLlmTool.arguments,
+                ChatLlmTool.status,
+                ChatLlmTool.result,
+                ChatLlmTool.media,
+            )
+            .where(ChatLlmTool.chat_id == chat_id)
+            .order_by(ChatLlmTool.id)
+        )
+    ).all()
+    by_message: dict[int, list[StoredToolCall]] = defaultdict(list)
+    for call in calls:
+        by_message[call.message_id].append(
+            StoredToolCall(
+                call.id,
+                call.tool_call_id,
+                call.name,
+                call.arguments,
+                call.status,
+                call.result,
+                media_of(call.media),
+            )
+        )
+    attached = await _attachments(db, [row.meta for row in messages])
+    return [
+        StoredMessage(
+            id=row.id,
+            role=row.role,
+            content=row.content,
+            reasoning=row.reasoning,
+            status=row.status,
+            model=row.model,
+            provider_details=row.provider_details,
+            meta=row.meta or {},
+            created_at=row.created_at,
+            tool_calls=tuple(by_message.get(row.id, ())),
+            attachments=tuple(
+                attached[str(i)] for i in attachment_ids(row.meta) if str(i) in attached
+            ),
+            request_tokens=None
+            if row.input_tokens is None
+            else row.input_tokens + (row.cache_read_tokens or 0) + (row.cache_write_tokens or 0),
+        )
+        for row in messages
+    ]
+
+
+def attachment_ids(meta: dict[str, Any] | None) -> list[str]:
+    ids = (meta or {}).get("attachments")
+    return [str(i) for i in ids] if isinstance(ids, list) else []
+
+
+def media_of(value: Any) -> tuple[StoredMedium, ...]:
+    """The media references stored on a tool call, as sent by `read_file`."""
+    if not isinstance(value, list):
+        return ()
+    return tuple(
+        StoredMedium(str(m["path"]), str(m["mime"]), int(m["size"]))
+        for m in value
+        if isinstance(m, dict) and {"path", "mime", "size"} <= m.keys()
+    )
+
+
+async def _attachments(
+    db: AsyncSession, metas: list[dict[str, Any] | None]
+) -> dict[str, StoredMedium]:
+    ids = {uuid.UUID(i) for meta in metas for i in attachment_ids(meta)}
+    if not ids:
+        return {}
+    rows = await db.execute(
+        select(Upload.id, Upload.stored_path, Upload.mime, Upload.size).where(Upload.id.in_(ids))
+    )
+    return {str(i): StoredMedium(path, mime, size) for i, path, mime, size in rows}

@@ -1,0 +1,132 @@
+"""The turn's HTTP stream: pydantic-ai's Vercel AI encoder plus hearth's data parts.
+
+`VercelAIEventStream` already speaks the UI message stream protocol of the AI SDK (v7 wire);
+this subclass adds what only hearth knows: `data-user-message` right after `start`, each
+capability's `HearthPart` as its `data-*` chunk, and at the end the question's citations
+(`data-citations`, and a standard `source-document` part per cited passage, so stock AI SDK
+frontends list the sources too) and `data-usage` with the turn's usage, just before `finish`.
+It also remembers the error that ended a run, so the turn runner can store it, and words
+the errors a user may see in plain terms (`user_facing_error`): the round limit; a provider's
+own answer (an HTTP error's message) as the provider gave it; a lost connection to the provider
+in a sentence of hearth's; and anything else — a fault of hearth's own, whose text may come from
+the database, its driver or a library — as a generic message with the request id, the full
+text going to the log only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from pydantic_ai.exceptions import (
+    ModelAPIError,
+    ModelConnectionError,
+    UnexpectedModelBehavior,
+    UsageLimitExceeded,
+)
+from pydantic_ai.ui.vercel_ai import VercelAIEventStream
+from pydantic_ai.ui.vercel_ai.response_types import (
+    BaseChunk,
+    DataChunk,
+    DoneChunk,
+    ErrorChunk,
+    FinishChunk,
+    FinishStepChunk,
+    SourceDocumentChunk,
+    StartChunk,
+)
+
+from app.agent.events import HearthPart
+from app.knowledge.evidence import EvidenceRow, citation
+
+SDK_VERSION: Final = 7
+STREAM_HEADERS = {
+    "x-vercel-ai-ui-message-stream": "v1",
+    "cache-control": "no-cache",
+    "x-accel-buffering": "no",
+}
+
+
+def is_internal(error: BaseException) -> bool:
+    """Whether `error` is hearth's own fault rather than the provider's or the round limit."""
+    return not isinstance(error, ModelAPIError | UsageLimitExceeded | UnexpectedModelBehavior)
+
+
+def internal_error(reference: str | None) -> str:
+    """What a user is told about a fault of hearth's own: no text of it, the request id."""
+    where = f" (request {reference})" if reference else ""
+    return f"hearth could not finish this turn because of an internal error{where}."
+
+
+def provider_error(error: BaseException) -> str | None:
+    """What a user is told about a failed model request; None when the fault is hearth's."""
+    if isinstance(error, ModelConnectionError):
+        return "The connection to the model provider failed before the answer was complete."
+    if isinstance(error, UnexpectedModelBehavior):
+        return "The model's answer could not be used."
+    if isinstance(error, ModelAPIError):
+        return str(error) or type(error).__name__  # the provider's own answer
+    return None
+
+
+def user_facing_error(error: BaseException, max_rounds: int, reference: str | None = None) -> str:
+    if isinstance(error, UsageLimitExceeded):
+        return f"This turn reached its limit of {max_rounds} model rounds and was ended."
+    return provider_error(error) or internal_error(reference)
+
+
+@dataclass(kw_only=True)
+class TurnEventStream(VercelAIEventStream[Any, Any]):
+    user_message_id: int | None
+    """None for a resumed turn, which stores no user message of its own."""
+    usage: Callable[[], dict[str, int]]
+    citations: Callable[[], Awaitable[tuple[int, list[EvidenceRow]] | None]] | None = None
+    """The question's latest message and the passages it cited, read when the stream ends."""
+    max_rounds: int = 25
+    reference: str | None = None
+    """The request id a user quotes to find an internal error in the log."""
+    error: BaseException | None = field(default=None, init=False)
+    compaction: dict[str, Any] | None = field(default=None, init=False)
+    """`data-compaction`: the summary made before this turn, if one was."""
+
+    async def before_stream(self) -> AsyncIterator[BaseChunk]:
+        yield StartChunk(message_id=self.server_message_id)
+        if self.user_message_id is not None:
+            yield DataChunk(type="data-user-message", data={"id": self.user_message_id})
+        if self.compaction is not None:
+            yield DataChunk(type="data-compaction", data=self.compaction)
+
+    async def handle_capability_event(self, event: Any) -> AsyncIterator[BaseChunk]:
+        if isinstance(event, HearthPart):
+            yield DataChunk(type=f"data-{event.part}", data=event.payload)
+
+    async def on_error(self, error: Exception) -> AsyncIterator[BaseChunk]:
+        self.error = error
+        async for chunk in super().on_error(error):
+            if isinstance(chunk, ErrorChunk):
+                chunk = ErrorChunk(
+                    error_text=user_facing_error(error, self.max_rounds, self.reference)
+                )
+            yield chunk
+
+    async def after_stream(self) -> AsyncIterator[BaseChunk]:
+        yield FinishStepChunk()
+        cited = await self.citations() if self.citations is not None else None
+        if cited is not None:
+            message_id, passages = cited
+            yield DataChunk(
+                type="data-citations",
+                data={"message_id": message_id, "citations": [citation(p) for p in passages]},
+            )
+            for passage in passages:
+                yield SourceDocumentChunk(
+                    source_id=passage.chunk_id or "",
+                    media_type=passage.mime or "text/plain",
+                    title=passage.filename or "",
+                    filename=passage.filename,
+                )
+        yield DataChunk(type="data-usage", data=self.usage())
+        if self.cancelled is None:
+            yield FinishChunk(finish_reason=self._finish_reason)
+        yield DoneChunk()

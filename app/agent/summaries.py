@@ -1,0 +1,193 @@
+"""Summaries: when a chat nears its model's context window, its older messages are summarised
+and the model gets the summary instead of them.
+
+- When: at the start of a turn, when the previous request's input (input + cache read + cache
+  write tokens) reached the threshold share of the model's `context_window` (the model's own
+  `compact_threshold`, else `HEARTH_COMPACT_THRESHOLD`), or when a user asks
+  (`POST /api/chats/{id}/compact`).
+- What: everything since the previous summary except the most recent `HEARTH_COMPACT_KEEP`
+  stored messages, the cut moved back so the kept part starts at a user message (a round is
+  never split). The summary request is a separate request to the chat's model (or
+  `HEARTH_SUMMARY_MODEL`) with no tools; the previous summary goes along as context, so each
+  summary covers the whole chat up to its cut.
+- After: one `chat_summaries` row, and every activation anchored at a covered message moves to
+  the first message that survives (WIRE.md §2), in the same transaction. Nothing else changes:
+  covered messages stay stored and listed. A summary request that fails leaves the chat exactly
+  as it was; its `SummaryFailed` carries the provider's answer, or for a fault of hearth's own
+  a plain sentence with the request id (the full text goes to the log).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pydantic_ai import Agent
+from sqlalchemy import select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from app.agent.history import build_history
+from app.agent.rows import StoredMessage, load_rows
+from app.agent.stored_text import storable_text
+from app.agent.stream import provider_error
+from app.core.http.request_id import current_request_id
+from app.llm.factory import model_settings
+from app.llm.registry import ModelInfo
+from app.models import ActivatedTool, ChatSummary
+
+if TYPE_CHECKING:
+    from app.services import Services
+    from app.settings import Settings
+
+log = logging.getLogger("hearth.summaries")
+
+SUMMARY_PREFIX = "Summary of the earlier conversation"
+SUMMARY_INSTRUCTIONS = (
+    "You write the summary of a conversation between a user and an assistant, for the assistant "
+    "to continue it without the messages themselves. Keep every fact, decision, open question, "
+    "file path, name and number the conversation relies on, what tools were used for and what "
+    "they found. Write plain prose and short lists; no preamble."
+)
+SUMMARY_REQUEST = (
+    "Summarise the conversation above, including the earlier summary if there is one, so that "
+    "it can be continued from your summary alone."
+)
+
+
+class NothingToCover(Exception):
+    """The chat has no more messages than the kept window (after its last summary)."""
+
+
+class SummaryFailed(Exception):
+    """The summary request failed; the chat is as it was."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredSummary:
+    id: int
+    covers_up_to_message_id: int
+    content: str
+
+
+def summary_block(summary: StoredSummary) -> str:
+    """The system block that stands for the covered messages, after the static block."""
+    return f"{SUMMARY_PREFIX} (what came before the messages that follow):\n\n{summary.content}"
+
+
+async def latest_summary(db: AsyncSession, chat_id: uuid.UUID) -> StoredSummary | None:
+    row = (
+        await db.execute(
+            select(ChatSummary.id, ChatSummary.covers_up_to_message_id, ChatSummary.content)
+            .where(ChatSummary.chat_id == chat_id)
+            .order_by(ChatSummary.covers_up_to_message_id.desc(), ChatSummary.id.desc())
+            .limit(1)
+        )
+    ).first()
+    return StoredSummary(*row) if row else None
+
+
+def plan_cut(rows: Sequence[StoredMessage], keep: int, covered_up_to: int) -> int | None:
+    """The id of the last message a new summary covers, or None when there is nothing to cover."""
+    open_rows = [row for row in rows if row.id > covered_up_to]
+    first_kept = len(open_rows) - keep
+    while first_kept > 0 and open_rows[first_kept].role != "user":
+        first_kept -= 1
+    if first_kept <= 0:
+        return None
+    return open_rows[first_kept - 1].id
+
+
+def previous_input_tokens(rows: Sequence[StoredMessage]) -> int:
+    """What the chat's last request cost as input: input + cache read + cache write tokens."""
+    return next(
+        (
+            row.request_tokens
+            for row in reversed(rows)
+            if row.role == "assistant" and row.request_tokens is not None
+        ),
+        0,
+    )
+
+
+def threshold(settings: Settings, model: ModelInfo) -> float:
+    return model.config.compact_threshold or settings.compact_threshold
+
+
+def due(rows: Sequence[StoredMessage], settings: Settings, model: ModelInfo) -> bool:
+    """Whether the chat's last request neared the model's context window, so that the next
+    turn starts with a summary. Read off the rows the turn loads anyway: no query of its own."""
+    used = previous_input_tokens(rows)
+    return used >= threshold(settings, model) * model.config.context_window
+
+
+def summariser(services: Services, chat_model: ModelInfo) -> ModelInfo:
+    configured = services.settings.summary_model
+    if configured:
+        model = services.registry.get(configured)
+        if model is not None and services.registry.is_available(model):
+            return model
+    return chat_model
+
+
+async def summarise(services: Services, chat_id: uuid.UUID, chat_model: ModelInfo) -> ChatSummary:
+    """Write a summary of the chat's older messages; NothingToCover or SummaryFailed otherwise.
+
+    A round still streaming (the one a turn that summarises first has opened) is no part of
+    what is kept or covered."""
+    async with services.sessions() as db:
+        rows = [row for row in await load_rows(db, chat_id) if row.status != "streaming"]
+        previous = await latest_summary(db, chat_id)
+    covered_up_to = previous.covers_up_to_message_id if previous else 0
+    cut = plan_cut(rows, services.settings.compact_keep, covered_up_to)
+    if cut is None:
+        raise NothingToCover
+    covered = [row for row in rows if covered_up_to < row.id <= cut]
+    first_kept = next(row.id for row in rows if row.id > cut)
+    model = summariser(services, chat_model)
+    instructions = [SUMMARY_INSTRUCTIONS]
+    if previous is not None:
+        instructions.append(summary_block(previous))
+    agent: Agent[None, str] = Agent(services.models.get(model, services.registry))
+    try:
+        result = await agent.run(
+            SUMMARY_REQUEST,
+            message_history=build_history(covered),
+            instructions=instructions,
+            model_settings=model_settings(model),
+        )
+    except Exception as exc:  # any fault: the chat stays as it was
+        reference = current_request_id()
+        told = provider_error(exc)
+        log.warning(
+            "summary of chat %s failed (request %s): %s",
+            chat_id,
+            reference,
+            exc,
+            exc_info=exc if told is None else None,
+            extra={"request_id": reference, "chat_id": str(chat_id)},
+        )
+        where = f" (request {reference})" if reference else ""
+        raise SummaryFailed(told or f"an internal error{where}") from exc
+    usage: Any = result.usage
+    async with services.sessions() as db:
+        summary = ChatSummary(
+            chat_id=chat_id,
+            covers_up_to_message_id=cut,
+            content=storable_text(result.output.strip()),
+            model=model.id,
+            input_tokens=usage.input_tokens or 0,
+            output_tokens=usage.output_tokens or 0,
+            created_at=services.clock.now(),
+        )
+        db.add(summary)
+        # Activations anchored at covered messages move to the first message that survives.
+        await db.execute(
+            update(ActivatedTool)
+            .where(ActivatedTool.chat_id == chat_id, ActivatedTool.message_id <= cut)
+            .values(message_id=first_kept)
+        )
+        await db.commit()
+    return summary

@@ -1,0 +1,143 @@
+"""The turns running in this process: starting them, stopping them, keeping their leases.
+
+One background loop per process serves every local turn with two cheap queries, whatever the
+number of turns: every half second it asks which of them were asked to stop (a `/stop` that
+reached another worker), and every third of the lease time it renews all their leases at once.
+A summary made on request holds the chat's lease the same way (`holding`): however long the
+summary request takes, no turn starts beside it. The renewal interval follows the lease setting
+as it is at each tick.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+import uuid
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from app.agent import leases
+from app.agent.turn import Turn, TurnPlan
+
+if TYPE_CHECKING:
+    from app.services import Services
+
+log = logging.getLogger("hearth.turns")
+
+POLL_SECONDS = 0.5
+
+
+class TurnSupervisor:
+    def __init__(self, services: Services) -> None:
+        self.services = services
+        self._turns: dict[str, Turn] = {}
+        """owner -> running turn."""
+        self._held: set[str] = set()
+        """Owners of leases held by something other than a turn (a summary on request)."""
+        self._loop_task: asyncio.Task[None] | None = None
+
+    @property
+    def lease(self) -> timedelta:
+        return timedelta(seconds=self.services.settings.turn_lease_seconds)
+
+    @staticmethod
+    def new_owner() -> str:
+        return secrets.token_hex(16)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._loop_task = asyncio.create_task(self._watch(), name="hearth-turn-supervisor")
+
+    async def close(self) -> None:
+        if self._loop_task is not None:
+            self._loop_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._loop_task
+        tasks = [turn.task for turn in self._turns.values() if turn.task is not None]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    # -- turns -------------------------------------------------------------------------------
+
+    def launch(self, plan: TurnPlan) -> Turn:
+        """Run a turn whose lease the caller acquired; it owns the lease from now on."""
+        turn = Turn(self.services, plan)
+        self._turns[plan.owner] = turn
+        turn.task = asyncio.create_task(self._run(turn), name=f"hearth-turn-{plan.chat_id}")
+        return turn
+
+    async def _run(self, turn: Turn) -> None:
+        try:
+            await turn.run()
+        finally:
+            self._turns.pop(turn.plan.owner, None)
+            try:
+                await asyncio.shield(self._release(turn.plan))
+            finally:
+                turn.end_stream()
+
+    async def _release(self, plan: TurnPlan) -> None:
+        async with self.services.sessions() as db:
+            await leases.release(db, plan.chat_id, plan.owner, self.services.clock.now())
+            await db.commit()
+
+    @contextlib.asynccontextmanager
+    async def holding(self, owner: str) -> AsyncIterator[None]:
+        """Keep renewing the lease `owner` acquired while the block runs (it releases it)."""
+        self._held.add(owner)
+        try:
+            yield
+        finally:
+            self._held.discard(owner)
+
+    def local_turn(self, chat_id: uuid.UUID) -> Turn | None:
+        return next((t for t in self._turns.values() if t.plan.chat_id == chat_id), None)
+
+    async def stop(self, chat_id: uuid.UUID, user_id: uuid.UUID) -> bool:
+        """Stop the chat's running turn wherever it runs; False when none runs."""
+        turn = self.local_turn(chat_id)
+        if turn is not None and turn.plan.user_id == user_id:
+            turn.stop()
+            return True
+        async with self.services.sessions() as db:
+            flagged = await leases.request_stop(db, chat_id, user_id, self.services.clock.now())
+            await db.commit()
+        return flagged
+
+    async def stop_and_wait(self, chat_id: uuid.UUID, user_id: uuid.UUID) -> None:
+        """Stop a local turn and wait until it has stored its end (used before deleting a chat)."""
+        turn = self.local_turn(chat_id)
+        await self.stop(chat_id, user_id)
+        if turn is not None and turn.task is not None:
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await asyncio.wait_for(asyncio.shield(turn.task), timeout=10)
+
+    # -- the watch loop ----------------------------------------------------------------------
+
+    async def _watch(self) -> None:
+        since_renewal = 0.0
+        while True:
+            await asyncio.sleep(POLL_SECONDS)
+            since_renewal += POLL_SECONDS
+            renew_every = max(POLL_SECONDS, self.lease.total_seconds() / 3)
+            turns = list(self._turns)
+            owners = turns + list(self._held)
+            if not owners:
+                continue
+            try:
+                async with self.services.sessions() as db:
+                    for owner in await leases.stop_requested(db, turns):
+                        if (turn := self._turns.get(owner)) is not None:
+                            turn.stop()
+                    if since_renewal >= renew_every:
+                        await leases.renew(db, owners, self.services.clock.now(), self.lease)
+                        await db.commit()
+                        since_renewal = 0.0
+            except Exception:  # the database may be briefly away; the next tick tries again
+                log.exception("turn supervisor tick failed")

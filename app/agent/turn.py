@@ -1,0 +1,405 @@
+"""One turn: the agent run that answers a user message, stored and streamed as it happens.
+
+The turn runs in a task of its own, detached from the HTTP request that started it, so a client
+that disconnects cancels nothing: the turn runs to its end and everything is stored. The HTTP
+response only listens to the turn's outbox while the client stays.
+
+Each turn is a pydantic-ai run over the history the builder made from the stored rows, with its
+capabilities: the recorder (rows for every round, tool call and piece of evidence), the request
+log, request-time compaction (with the capsule of earlier questions' cited evidence), the media
+router and the request shape (the dynamic tail, with budget notices). A stop
+fires the run's `CancellationToken`, which cancels the in-flight model request upstream; the
+recorder then closes the open round as `cancelled`, keeping its partial text.
+
+However a turn ends, it leaves nothing open (`Recorder.close_leftovers`), and what a user sees
+of a failure of hearth's own is a generic message with the request id
+(`app.agent.stream.user_facing_error`); the log line keeps the full text, the chat and the
+request id. A tool's errors are the model's to correct, not the turn's end: each tool may fail
+as often as there are rounds, so only `HEARTH_MAX_ROUNDS` bounds a model that keeps failing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pydantic_ai import Agent, CancellationToken, DeferredToolRequests, DeferredToolResults, Tool
+from pydantic_ai.exceptions import ModelHTTPError, UsageLimitExceeded
+from pydantic_ai.models import Model
+from pydantic_ai.output import OutputSpec
+from pydantic_ai.ui.vercel_ai.response_types import AbortChunk, DoneChunk
+from pydantic_ai.usage import UsageLimits
+
+from app.agent.activations import load_anchors
+from app.agent.capabilities.compaction import ToolReturnCompaction
+from app.agent.capabilities.media import MediaRouter
+from app.agent.capabilities.recorder import Recorder
+from app.agent.capabilities.request_log import RequestLog
+from app.agent.capabilities.request_shape import RequestShape
+from app.agent.history import build_history
+from app.agent.rows import StoredMessage, load_rows
+from app.agent.stream import (
+    SDK_VERSION,
+    TurnEventStream,
+    internal_error,
+    is_internal,
+    user_facing_error,
+)
+from app.agent.summaries import (
+    NothingToCover,
+    StoredSummary,
+    SummaryFailed,
+    due,
+    latest_summary,
+    summarise,
+    summary_block,
+)
+from app.core.http.request_id import current_request_id
+from app.files.roots import user_root
+from app.knowledge import evidence
+from app.knowledge.evidence import EvidenceRow
+from app.llm.factory import model_settings
+from app.llm.registry import ModelInfo
+from app.tools.activation import activate_tools_tool
+from app.tools.catalogue import Catalogue
+from app.tools.deps import TurnDeps
+from app.tools.files import describe_read_file, list_files, read_file
+from app.tools.groups import GroupToolset
+from app.tools.writing import WRITE_FILE, write_file
+
+if TYPE_CHECKING:
+    from app.services import Services
+
+log = logging.getLogger("hearth.turns")
+
+INSTRUCTIONS = (
+    "You are the assistant of hearth, a chat service. Answer the user's questions. "
+    "You can look at the user's files with the tools you are given; paths are relative to the "
+    "user's file root."
+)
+
+TURN_OUTPUT: OutputSpec[str | DeferredToolRequests] = [str, DeferredToolRequests]
+"""A turn ends with the model's text, or with tool calls that wait for the user's approval."""
+
+read_file_tool: Tool[TurnDeps] = Tool(read_file, prepare=describe_read_file)
+
+_AGENTS: dict[int, tuple[Model, Agent[TurnDeps, str]]] = {}
+
+
+def turn_agent(model: Model) -> Agent[TurnDeps, str]:
+    """The agent for a model: built once; what differs per turn is passed to each run.
+
+    Models live in the `ModelCache` for the life of the process, so keying by identity is safe;
+    the stored model is compared too, in case an identity was reused.
+    """
+    cached = _AGENTS.get(id(model))
+    if cached is not None and cached[0] is model:
+        return cached[1]
+    agent: Agent[TurnDeps, str] = Agent(
+        model,
+        deps_type=TurnDeps,
+        tools=[
+            read_file_tool,
+            list_files,
+            Tool(write_file, name=WRITE_FILE, requires_approval=True),
+            activate_tools_tool,
+        ],
+    )
+    _AGENTS[id(model)] = (model, agent)
+    return agent
+
+
+def instructions(catalogue: Catalogue) -> str:
+    """The static system text: instructions, then the fixed catalogue table (if any)."""
+    table = catalogue.system_table()
+    return f"{INSTRUCTIONS}\n\n{table}" if table else INSTRUCTIONS
+
+
+@dataclass(frozen=True, slots=True)
+class TurnPlan:
+    """What a turn needs to know before it starts, decided by the route that starts it."""
+
+    owner: str
+    user_id: uuid.UUID
+    chat_id: uuid.UUID
+    user_message_id: int
+    """The user message that started the question this turn answers."""
+    model: ModelInfo
+    resume: DeferredToolResults | None = None
+    """The user's decisions on the calls a paused turn waits for; the turn continues from them."""
+    first_round_id: int | None = None
+    """The first round's assistant row, when the send route stored it with the user message."""
+
+
+def end_status(error: BaseException, streamed: bool) -> str:
+    """`incomplete` for a stream cut off after output began, `failed` for anything else."""
+    if isinstance(error, ModelHTTPError | UsageLimitExceeded):
+        return "failed"
+    return "incomplete" if streamed else "failed"
+
+
+DONE_EVENT = "data: [DONE]\n\n"
+"""How the UI message stream's last event is written."""
+
+
+class Turn:
+    def __init__(self, services: Services, plan: TurnPlan) -> None:
+        self.services = services
+        self.plan = plan
+        self.cancellation = CancellationToken()
+        self.stop_requested = False
+        self._outbox: asyncio.Queue[str | None] = asyncio.Queue()
+        self._listening = True
+        self._done: str | None = None
+        """The stream's `[DONE]`, held back until the turn has let go of the chat."""
+        self.task: asyncio.Task[None] | None = None
+
+    # -- control -----------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Cancel the run: the model request in flight is cancelled upstream."""
+        self.stop_requested = True
+        with contextlib.suppress(Exception):
+            self.cancellation.cancel()
+
+    async def listen(self) -> AsyncIterator[str]:
+        """The stream for the HTTP response; a client that leaves does not stop the turn.
+
+        Events already waiting when the response asks for the next one go out together, in one
+        write: a busy server sends a batch where it would send each event through every ASGI
+        layer and the socket on its own, and an idle one still sends each event as it comes.
+        """
+        outbox = self._outbox
+        try:
+            while (chunk := await outbox.get()) is not None:
+                if outbox.empty():
+                    yield chunk
+                    continue
+                batch, ended = [chunk], False
+                while not outbox.empty():
+                    waiting = outbox.get_nowait()
+                    if waiting is None:
+                        ended = True
+                        break
+                    batch.append(waiting)
+                yield "".join(batch)
+                if ended:
+                    return
+        finally:
+            self._listening = False
+
+    def _emit(self, chunk: str | None) -> None:
+        if chunk == DONE_EVENT:
+            self._done = chunk
+        elif self._listening or chunk is None:
+            self._outbox.put_nowait(chunk)
+
+    def end_stream(self) -> None:
+        """End the response: `[DONE]`, then nothing more. Called once the turn has stored its
+        end and released the chat's lease, so a client that sends its next message the moment
+        it reads `[DONE]` finds the chat free, never a 409 from the turn it just read."""
+        if self._done is not None and self._listening:
+            self._outbox.put_nowait(self._done)
+        self._outbox.put_nowait(None)
+
+    # -- the run -----------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        services, plan = self.services, self.plan
+        recorder = Recorder(
+            services.sessions,
+            plan.chat_id,
+            plan.model.id,
+            services.clock,
+            plan.user_message_id,
+            plan.first_round_id,
+        )
+        if plan.resume is not None:
+            await recorder.adopt_pending()
+        request_log = RequestLog(
+            services.sessions,
+            user_id=plan.user_id,
+            chat_id=plan.chat_id,
+            model_id=plan.model.id,
+            provider=plan.model.provider.id,
+            clock=services.clock,
+            message_id=lambda: recorder.round.message_id if recorder.round else None,
+        )
+        max_rounds = services.settings.max_rounds
+        reference = current_request_id()
+        context = {"request_id": reference, "chat_id": str(plan.chat_id)}
+        ended: str | None = None
+        """What the stored chat says about how the turn ended, if it failed."""
+        stream = TurnEventStream(
+            sdk_version=SDK_VERSION,
+            server_message_id=f"turn-{plan.user_message_id}",
+            user_message_id=None if plan.resume is not None else plan.user_message_id,
+            usage=recorder.usage.as_dict,
+            citations=lambda: self._citations(recorder),
+            max_rounds=max_rounds,
+            reference=reference,
+        )
+        try:
+            history = await self._history()
+            if plan.resume is None and due(history.rows, services.settings, plan.model):
+                stream.compaction = await self._compact()
+                if stream.compaction is not None:
+                    history = await self._history()
+            summary = history.summary
+            covered = summary.covers_up_to_message_id if summary else 0
+            compaction = (
+                [ToolReturnCompaction(plan.user_message_id, history.capsule)]
+                if services.settings.compact_tool_returns
+                else []
+            )
+            catalogue = services.catalogue
+            agent = turn_agent(services.models.get(plan.model, services.registry))
+            deps = TurnDeps(
+                user_id=plan.user_id,
+                chat_id=plan.chat_id,
+                file_root=user_root(services.settings.data_dir, plan.user_id),
+                storage_quota=services.settings.user_storage_bytes,
+                catalogue=catalogue,
+                active_groups={group for groups in history.anchors.values() for group in groups},
+                evidence=history.question,
+            )
+            async with agent.run_stream_events(
+                message_history=build_history(history.rows, history.anchors, covered),
+                instructions=[
+                    instructions(catalogue),
+                    *([summary_block(summary)] if summary else []),
+                ],
+                toolsets=[GroupToolset(services.group_call)],
+                capabilities=[
+                    recorder,
+                    request_log,
+                    *compaction,
+                    MediaRouter(deps.file_root, plan.user_message_id),
+                    RequestShape(services.clock, max_rounds),
+                ],
+                model_settings=model_settings(plan.model),
+                deps=deps,
+                output_type=TURN_OUTPUT,
+                deferred_tool_results=plan.resume,
+                usage_limits=UsageLimits(request_limit=max_rounds),
+                retries={"tools": max_rounds},
+                cancellation_token=self.cancellation,
+            ) as events:
+                async for chunk in stream.transform_stream(events):
+                    self._emit(stream.encode_event(chunk))
+            if stream.cancelled is not None or self.stop_requested:
+                await recorder.abort("cancelled", None)
+            elif stream.error is not None:
+                error = stream.error
+                internal = is_internal(error)
+                log.log(
+                    logging.ERROR if internal else logging.WARNING,
+                    "turn in chat %s ended by an error (request %s): %s",
+                    plan.chat_id,
+                    reference,
+                    error,
+                    exc_info=error if internal else None,
+                    extra=context,
+                )
+                status = end_status(error, recorder.streamed_in_open_round)
+                ended = user_facing_error(error, max_rounds, reference)
+                await recorder.abort(status, ended, last_failed=internal)
+        except asyncio.CancelledError:
+            # The service is shutting down: keep what was said, mark the round unfinished.
+            ended = "the service stopped mid-turn"
+            await asyncio.shield(self._abort(recorder, "incomplete", ended))
+            self._emit(stream.encode_event(AbortChunk(reason="the service stopped")))
+            self._emit(stream.encode_event(DoneChunk()))
+            raise
+        except Exception as exc:  # a fault of hearth's own: stored and reported, never lost
+            log.exception(
+                "turn in chat %s failed (request %s)", plan.chat_id, reference, extra=context
+            )
+            ended = internal_error(reference)
+            await self._abort(recorder, "failed", ended, last_failed=True)
+            async for chunk in stream.transform_stream(_raising(exc)):
+                self._emit(stream.encode_event(chunk))
+        finally:
+            await asyncio.shield(self._close_leftovers(recorder, ended, context))
+
+    async def _abort(
+        self, recorder: Recorder, status: str, error: str, *, last_failed: bool = False
+    ) -> None:
+        """`recorder.abort`, which may fail too (the database may be what failed)."""
+        try:
+            await recorder.abort(status, error, last_failed=last_failed)
+        except Exception:
+            log.exception("closing the turn in chat %s failed", self.plan.chat_id)
+
+    async def _close_leftovers(
+        self, recorder: Recorder, ended: str | None, context: dict[str, Any]
+    ) -> None:
+        try:
+            await recorder.close_leftovers(ended)
+        except Exception:
+            log.exception("closing the turn in chat %s failed", self.plan.chat_id, extra=context)
+
+    async def _citations(self, recorder: Recorder) -> tuple[int, list[EvidenceRow]] | None:
+        """The question's cited passages and its latest message, once a round of it is stored."""
+        if not recorder.message_ids or not (recorder.cited or self.plan.resume is not None):
+            return None
+        async with self.services.sessions() as db:
+            rows = await evidence.load_rows(
+                db, self.plan.chat_id, question=self.plan.user_message_id
+            )
+        passages = evidence.cited(rows)
+        return (recorder.message_ids[-1], passages) if passages else None
+
+    async def _history(self) -> _History:
+        """What the run is built from, read in one session: the chat's rows (less the round the
+        send route opened for this turn), its activations, latest summary and evidence."""
+        services, plan = self.services, self.plan
+        async with services.sessions() as db:
+            rows = await load_rows(db, plan.chat_id)
+            anchors = await load_anchors(db, plan.chat_id)
+            summary = await latest_summary(db, plan.chat_id)
+            budget = services.settings.search_budget
+            question = (
+                await evidence.load_question(db, plan.chat_id, plan.user_message_id, budget)
+                if plan.resume is not None
+                else evidence.QuestionEvidence(plan.user_message_id, budget)  # a new one
+            )
+            capsule = (
+                await evidence.earlier_capsule(db, plan.chat_id, plan.user_message_id)
+                if services.settings.compact_tool_returns
+                else None
+            )
+        if plan.first_round_id is not None:
+            rows = [row for row in rows if row.id != plan.first_round_id]
+        return _History(rows, anchors, summary, question, capsule)
+
+    async def _compact(self) -> dict[str, Any] | None:
+        """A summary before the turn, since the last request neared the context window.
+
+        A summary that fails leaves the chat as it was; the turn goes on uncompacted."""
+        services, plan = self.services, self.plan
+        try:
+            made = await summarise(services, plan.chat_id, plan.model)
+        except (NothingToCover, SummaryFailed):
+            return None
+        return {"summary_id": made.id, "covers_up_to_message_id": made.covers_up_to_message_id}
+
+
+@dataclass(frozen=True, slots=True)
+class _History:
+    rows: list[StoredMessage]
+    anchors: dict[int, list[str]]
+    summary: StoredSummary | None
+    question: evidence.QuestionEvidence
+    capsule: str | None
+    """The earlier questions' cited evidence (None when there is none or returns stay whole)."""
+
+
+async def _raising(error: Exception) -> AsyncIterator[Any]:
+    raise error
+    yield  # an async generator that fails at its first step

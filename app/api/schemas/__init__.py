@@ -1,1 +1,0 @@
-"""Request and response bodies of the public API (API.md), one module per resource."""

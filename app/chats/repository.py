@@ -1,0 +1,137 @@
+"""Chat queries, each scoped to its user inside the query itself.
+
+"Chat X of user U" is one WHERE clause, never "chat X" followed by a comparison, so a route
+can't leak another user's chat by forgetting a check. Reads for the API select plain columns
+rather than ORM entities: a chat of hundreds of messages is a handful of queries and no
+identity-map work.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import defaultdict
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import and_, bindparam, delete, or_, select
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
+
+from app.chats import views
+from app.core.db.engine import rows_changed
+from app.knowledge import evidence
+from app.models import Chat, ChatLlmTool, ChatSummary, Message, Upload
+
+_CHAT_DETAIL = select(
+    Chat.id,
+    Chat.title,
+    Chat.model,
+    Chat.created_at,
+    Chat.updated_at,
+    Chat.turn_owner,
+    Chat.turn_lease_until,
+).where(Chat.id == bindparam("chat_id"), Chat.user_id == bindparam("user_id"))
+_MESSAGES = (
+    select(*(getattr(Message, name) for name in views.MESSAGE_COLUMNS))
+    .where(Message.chat_id == bindparam("chat_id"))
+    .order_by(Message.id)
+)
+_TOOL_CALLS = (
+    select(*(getattr(ChatLlmTool, name) for name in views.TOOL_COLUMNS))
+    .where(ChatLlmTool.chat_id == bindparam("chat_id"))
+    .order_by(ChatLlmTool.id)
+)
+_UPLOADS = select(*(getattr(Upload, name) for name in views.UPLOAD_COLUMNS)).where(
+    Upload.user_id == bindparam("user_id"), Upload.id.in_(bindparam("ids", expanding=True))
+)
+_SUMMARIES = (
+    select(
+        ChatSummary.id,
+        ChatSummary.covers_up_to_message_id,
+        ChatSummary.content,
+        ChatSummary.created_at,
+    )
+    .where(ChatSummary.chat_id == bindparam("chat_id"))
+    .order_by(ChatSummary.id)
+)
+"""Built once: the chat route runs them on every request, so they are compiled once too."""
+
+
+async def get_chat(db: AsyncSession, user_id: uuid.UUID, chat_id: uuid.UUID) -> Chat | None:
+    return await db.scalar(select(Chat).where(Chat.id == chat_id, Chat.user_id == user_id))
+
+
+async def list_chats(
+    db: AsyncSession,
+    user_id: uuid.UUID,
+    limit: int,
+    after: tuple[datetime, uuid.UUID] | None,
+) -> tuple[list[Chat], bool]:
+    """One page, newest activity first, after the (updated_at, id) key; and whether more follow."""
+    query = select(Chat).where(Chat.user_id == user_id)
+    if after is not None:
+        at, last_id = after
+        query = query.where(
+            or_(Chat.updated_at < at, and_(Chat.updated_at == at, Chat.id < last_id))
+        )
+    query = query.order_by(Chat.updated_at.desc(), Chat.id.desc()).limit(limit + 1)
+    chats = list((await db.scalars(query)).all())
+    return chats[:limit], len(chats) > limit
+
+
+async def delete_chat(db: AsyncSession, user_id: uuid.UUID, chat_id: uuid.UUID) -> bool:
+    deleted = await rows_changed(
+        db, delete(Chat).where(Chat.id == chat_id, Chat.user_id == user_id)
+    )
+    return bool(deleted)
+
+
+async def chat_detail(
+    connection: AsyncConnection, user_id: uuid.UUID, chat_id: uuid.UUID, now: datetime
+) -> dict[str, Any] | None:
+    """The chat with messages, tool calls and uploads as JSON-ready dicts; None if not theirs."""
+    keys = {"chat_id": chat_id, "user_id": user_id}
+    chat = (await connection.execute(_CHAT_DETAIL, keys)).first()
+    if chat is None:
+        return None
+    messages = (await connection.execute(_MESSAGES, keys)).all()
+    tools_by_message: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for tool in (await connection.execute(_TOOL_CALLS, keys)).all():
+        tools_by_message[tool[0]].append(views.tool_call(tool))
+
+    meta_index = views.MESSAGE_COLUMNS.index("meta")
+    attachment_ids = {
+        uuid.UUID(str(upload_id))
+        for message in messages
+        if message[meta_index]
+        for upload_id in message[meta_index].get("attachments", ())
+    }
+    uploads: dict[str, dict[str, Any]] = {}
+    if attachment_ids:
+        rows = (await connection.execute(_UPLOADS, {**keys, "ids": list(attachment_ids)})).all()
+        uploads = {str(row[0]): views.upload(row) for row in rows}
+
+    # A question's citations and status go on its final message: its latest assistant round.
+    questions = await evidence.question_views(connection, chat_id)
+    final: dict[int, int] = {}
+    for message in messages:
+        question_id = (message[meta_index] or {}).get("question_id")
+        if question_id in questions:
+            final[question_id] = message[0]
+    by_final = {message_id: questions[q] for q, message_id in final.items()}
+    return {
+        **views.chat(chat, now),
+        "messages": [
+            views.message(
+                message, tools_by_message.get(message[0], []), uploads, by_final.get(message[0])
+            )
+            for message in messages
+        ],
+        "summaries": [
+            {"id": i, "covers_up_to_message_id": c, "content": text, "created_at": at}
+            for i, c, text, at in (await connection.execute(_SUMMARIES, keys)).all()
+        ],
+    }
+
+
+def touch(chat: Chat, now: datetime) -> None:
+    chat.updated_at = now

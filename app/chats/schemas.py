@@ -1,0 +1,132 @@
+"""Chats, messages and what hangs under them, as the API shows them."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, field_validator
+
+from app.core.http.schemas import RequestBody
+
+MessageStatus = Literal["streaming", "ok", "failed", "cancelled", "incomplete"]
+ToolStatus = Literal["running", "pending", "done", "failed", "cancelled", "rejected"]
+
+
+def _clean_title(value: str | None) -> str | None:
+    if value is None:
+        return None
+    value = " ".join(value.split())
+    return value or None
+
+
+class ChatIn(RequestBody):
+    title: str | None = Field(default=None, max_length=200)
+    model: str | None = Field(default=None, max_length=300, examples=["demo/scripted"])
+
+    _title = field_validator("title")(_clean_title)
+
+
+class ChatPatch(RequestBody):
+    """Fields left out stay as they are; `title: null` clears the title."""
+
+    title: str | None = Field(default=None, max_length=200)
+    model: str | None = Field(default=None, min_length=1, max_length=300)
+
+    _title = field_validator("title")(_clean_title)
+
+
+class ChatOut(BaseModel):
+    id: uuid.UUID
+    title: str | None
+    model: str
+    created_at: datetime
+    updated_at: datetime
+    running: bool
+    """Whether a turn is running in the chat now (a frontend shows its stop button)."""
+
+
+class ChatPage(BaseModel):
+    items: list[ChatOut]
+    next_cursor: str | None
+
+
+class UsageOut(BaseModel):
+    input_tokens: int
+    output_tokens: int
+    cache_read_tokens: int
+    cache_write_tokens: int
+
+
+class IngestionOut(BaseModel):
+    status: Literal["pending", "ready", "failed"]
+    error: str | None
+
+
+class UploadOut(BaseModel):
+    id: uuid.UUID
+    filename: str
+    mime: str
+    size: int
+    sha256: str
+    path: str
+    url: str
+    created_at: datetime
+    ingestion: IngestionOut | None = None
+
+
+class ToolMediaOut(BaseModel):
+    path: str
+    mime: str
+    size: int
+    url: str
+
+
+class ToolCallOut(BaseModel):
+    id: int
+    tool_call_id: str
+    name: str
+    arguments: Any
+    status: ToolStatus
+    result: str | None
+    preview_old: str | None
+    preview_new: str | None
+    media: list[ToolMediaOut]
+
+
+class CitationOut(BaseModel):
+    chunk_id: str
+    upload_id: uuid.UUID
+    filename: str
+    page: int | None
+    quote: str
+
+
+class MessageOut(BaseModel):
+    id: int
+    chat_id: uuid.UUID
+    role: Literal["user", "assistant"]
+    content: str
+    reasoning: str | None
+    status: MessageStatus
+    error: str | None
+    model: str | None
+    created_at: datetime
+    attachments: list[UploadOut]
+    tool_calls: list[ToolCallOut]
+    usage: UsageOut | None
+    citations: list[CitationOut]
+    citation_status: Literal["missing", "grounded", "ungrounded"] | None
+
+
+class SummaryOut(BaseModel):
+    id: int
+    covers_up_to_message_id: int
+    content: str
+    created_at: datetime
+
+
+class ChatDetailOut(ChatOut):
+    messages: list[MessageOut]
+    summaries: list[SummaryOut]

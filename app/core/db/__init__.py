@@ -1,0 +1,1 @@
+"""The database engine, the declarative base, column types and migrations at start-up."""

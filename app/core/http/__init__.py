@@ -1,0 +1,1 @@
+"""HTTP plumbing shared by every route: JSON, pagination, body limits, request ids."""

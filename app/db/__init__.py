@@ -1,1 +1,0 @@
-"""Database access: the async engine, sessions, and the models."""

@@ -1,0 +1,51 @@
+"""Uploads as the API shows them.
+
+An upload is one shape everywhere: in a message's `attachments` and in the upload routes alike,
+so `UploadOut` is the one `app.chats.schemas` declares. The upload form is parsed by hand
+(it streams to disk), so its OpenAPI description is written out here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+from app.chats.schemas import IngestionOut, UploadOut
+
+__all__ = ["UPLOAD_FORM", "IngestionOut", "UploadOut", "UploadPage"]
+
+
+class UploadPage(BaseModel):
+    items: list[UploadOut]
+    next_cursor: str | None
+
+
+UPLOAD_FORM: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "multipart/form-data": {
+                "schema": {
+                    "type": "object",
+                    "required": ["file"],
+                    "additionalProperties": False,
+                    "properties": {
+                        "file": {
+                            "type": "array",
+                            "minItems": 1,
+                            "maxItems": 100,
+                            "items": {"type": "string", "format": "binary"},
+                            "description": "One part per file; its type is read from its bytes",
+                        },
+                        "chat_id": {
+                            "type": "string",
+                            "format": "uuid",
+                            "description": "One of your chats, to file the uploads under",
+                        },
+                    },
+                }
+            }
+        },
+    }
+}

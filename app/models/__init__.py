@@ -1,0 +1,24 @@
+"""All tables, imported together so `Base.metadata` is complete for Alembic and the app."""
+
+from app.models.chats import ActivatedTool, Chat, ChatLlmTool, ChatSummary, Message
+from app.models.installation import Installation
+from app.models.knowledge import ChatEvidence, KnowledgeChunk
+from app.models.llm import LlmRequest
+from app.models.uploads import Upload
+from app.models.users import AuthSession, LoginFailure, User
+
+__all__ = [
+    "ActivatedTool",
+    "AuthSession",
+    "Chat",
+    "ChatEvidence",
+    "ChatLlmTool",
+    "ChatSummary",
+    "Installation",
+    "KnowledgeChunk",
+    "LlmRequest",
+    "LoginFailure",
+    "Message",
+    "Upload",
+    "User",
+]

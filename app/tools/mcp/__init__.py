@@ -1,0 +1,1 @@
+"""MCP servers as tool groups: their config file and their running connections."""

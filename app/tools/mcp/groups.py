@@ -1,0 +1,418 @@
+"""MCP servers as tool groups, shared by every chat of the process.
+
+Each server in `config/mcp.yaml` gets one pydantic-ai `MCPToolset`, opened once and kept open:
+chats share it, and the MCP session carries concurrent calls (JSON-RPC ids), so a call needs no
+lock of its own. The manager talks to the toolset only through its public methods that need no
+agent run, `list_tools()` and `direct_call_tool()`, so the same code serves an agent turn, the
+catalogue route and the tests.
+
+The shape follows from three promises:
+
+- Nothing here may hold up the service. `start()` only launches a start-up task per server; a
+  server that is slow to start is `starting` meanwhile, and one that fails is `unavailable`.
+- The catalogue never changes for the life of the process. Each server's tool list is read once,
+  at start-up, and kept, even when the server dies or comes back with other tools: the tool
+  arrays a provider sees (and caches) stay byte-identical.
+- A failing server never breaks a turn. `call()` raises only `McpToolError`, whose message is
+  written for the model to read. A server that died is restarted lazily by the next call to it
+  (one attempt per call, under a per-server lock so concurrent calls don't start it twice), with
+  a doubling wait between failed attempts so a broken server is not respawned on every call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import math
+import re
+import shlex
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from fastmcp.client.transports import StdioTransport, StreamableHttpTransport
+from fastmcp.exceptions import ToolError
+from mcp import MCPError
+from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+from pydantic_ai.mcp import MCPToolset
+
+from app.tools.groups import GroupToolError
+from app.tools.mcp.config import McpConfig, McpServerConfig
+
+log = logging.getLogger("hearth.mcp")
+
+MAX_TOOL_NAME = 64
+"""Providers refuse longer tool names (Anthropic and OpenAI both stop at 64)."""
+RESTART_BACKOFF_FIRST = 1.0
+RESTART_BACKOFF_MAX = 30.0
+SHUTDOWN_TIMEOUT = 5.0
+CALL_GRACE = 2.0
+"""Extra time over a server's own per-request timeout before a call is abandoned regardless."""
+
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
+_UNSAFE_CHAR = re.compile(r"[^A-Za-z0-9_-]")
+
+GroupStatus = Literal["starting", "available", "unavailable"]
+
+
+class McpToolError(GroupToolError):
+    """A call to an MCP tool that did not produce a result; the message says why, for the model."""
+
+
+def exposed_tool_name(server: str, tool: str) -> str:
+    """The name a model sees for `tool` of `server`: `mcp__<server>__<tool>`.
+
+    A name over 64 characters is cut and ends in `_` and the first 8 hex digits of the SHA-256 of
+    the full name (64 characters in all), so it is stable and two long names that share a prefix
+    stay apart. A name with characters providers refuse (MCP allows `.` and `/`) is treated the
+    same way, with those characters turned into `_`.
+    """
+    full = f"mcp__{server}__{tool}"
+    if len(full) <= MAX_TOOL_NAME and _SAFE_NAME.match(full):
+        return full
+    digest = hashlib.sha256(full.encode()).hexdigest()[:8]
+    safe = _UNSAFE_CHAR.sub("_", full)
+    return f"{safe[: MAX_TOOL_NAME - len(digest) - 1]}_{digest}"
+
+
+def tool_description(server: str, description: str) -> str:
+    return f"[{server}] {description}"
+
+
+@dataclass(frozen=True)
+class GroupTool:
+    name: str
+    """The exposed name, `mcp__<server>__<tool>`."""
+    remote_name: str
+    """The tool's own name on its server."""
+    description: str
+    """Starts with `[<server>] `."""
+    parameters: dict[str, Any]
+    """The tool's JSON schema for its arguments, as the server gave it."""
+
+
+@dataclass
+class McpGroup:
+    name: str
+    description: str
+    requires_approval: bool
+    status: GroupStatus = "starting"
+    error: str | None = None
+    tools: tuple[GroupTool, ...] = ()
+
+
+@dataclass(eq=False)
+class _Server:
+    config: McpServerConfig
+    group: McpGroup
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    toolset: MCPToolset[Any] | None = None
+    by_name: dict[str, GroupTool] = field(default_factory=dict)
+    start_error: str | None = None
+    """Set when the server never started; it then has no tools and is never restarted."""
+    failed_restarts: int = 0
+    next_restart: float = 0.0
+
+
+class McpGroups:
+    """The process-wide set of MCP servers, one group each, in the order of the config file."""
+
+    def __init__(self, config: McpConfig) -> None:
+        self._servers: dict[str, _Server] = {
+            server.name: _Server(
+                config=server,
+                group=McpGroup(
+                    name=server.name,
+                    description=server.description,
+                    requires_approval=server.requires_approval,
+                ),
+            )
+            for server in config.servers
+        }
+        self._startup: list[asyncio.Task[None]] = []
+        self._shutdowns: set[asyncio.Task[None]] = set()
+        self._started = False
+        self._closed = False
+
+    # -- life cycle ---------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start every server in the background and return at once."""
+        if self._started:
+            return
+        self._started = True
+        for server in self._servers.values():
+            task = asyncio.create_task(
+                self._start_up(server), name=f"mcp-start-{server.group.name}"
+            )
+            self._startup.append(task)
+
+    async def wait_ready(self, timeout: float) -> None:  # noqa: ASYNC109 (a bound, not a cancel)
+        """Wait until every server has started or failed; `TimeoutError` if some still start."""
+        if not self._startup:
+            return
+        _, pending = await asyncio.wait(self._startup, timeout=timeout)
+        if pending:
+            names = [name for name, s in self._servers.items() if s.group.status == "starting"]
+            raise TimeoutError(f"MCP servers still starting after {timeout:g} s: {names}")
+
+    async def close(self) -> None:
+        """Stop every server process; calls made afterwards fail with `McpToolError`."""
+        self._closed = True
+        for task in self._startup:
+            task.cancel()
+        await asyncio.gather(*self._startup, return_exceptions=True)
+        toolsets = []
+        for server in self._servers.values():
+            if server.toolset is not None:
+                toolsets.append(server.toolset)
+                server.toolset = None
+        await asyncio.gather(*(_shut(toolset) for toolset in toolsets))
+        await asyncio.gather(*self._shutdowns, return_exceptions=True)
+
+    # -- catalogue ----------------------------------------------------------------------------
+
+    def groups(self) -> list[McpGroup]:
+        """Every group, in config order.
+
+        These are the live objects, the same for the life of the process, so a catalogue that
+        keeps them sees `status` and `error` change; `tools` is set once, when start-up succeeds.
+        Read them, never change them.
+        """
+        return [server.group for server in self._servers.values()]
+
+    def group(self, name: str) -> McpGroup | None:
+        server = self._servers.get(name)
+        return None if server is None else server.group
+
+    # -- calls --------------------------------------------------------------------------------
+
+    async def call(self, group: str, exposed_tool_name: str, arguments: dict[str, Any]) -> Any:
+        """Call a tool by its exposed name; its result as pydantic-ai maps it, or `McpToolError`."""
+        server = self._servers.get(group)
+        if server is None:
+            raise McpToolError(f"There is no MCP server named {group!r}.")
+        if self._closed:
+            raise McpToolError(f"MCP server {group!r} is shut down.")
+        if server.start_error is not None:
+            raise McpToolError(f"MCP server {group!r} is unavailable: {server.start_error}")
+        if server.group.status == "starting":
+            raise McpToolError(f"MCP server {group!r} is still starting; try again shortly.")
+        tool = server.by_name.get(exposed_tool_name)
+        if tool is None:
+            raise McpToolError(f"MCP server {group!r} has no tool {exposed_tool_name!r}.")
+        toolset = await self._running(server)
+        config = server.config
+        try:
+            async with asyncio.timeout(config.timeout_seconds + CALL_GRACE):
+                return await toolset.direct_call_tool(tool.remote_name, arguments)
+        except Exception as exc:
+            problem = _leaf(exc)
+            if isinstance(problem, ToolError):
+                raise McpToolError(
+                    f"The tool {tool.remote_name!r} of MCP server {group!r} failed: "
+                    f"{_describe(problem)}"
+                ) from exc
+            if isinstance(problem, TimeoutError) or (
+                isinstance(problem, MCPError) and problem.code == REQUEST_TIMEOUT
+            ):
+                raise McpToolError(
+                    f"MCP server {group!r} did not answer {tool.remote_name!r} within "
+                    f"{config.timeout_seconds:g} s."
+                ) from exc
+            if isinstance(problem, MCPError) and problem.code != CONNECTION_CLOSED:
+                raise McpToolError(
+                    f"MCP server {group!r} refused the call to {tool.remote_name!r}: "
+                    f"{_describe(problem)}"
+                ) from exc
+            # The connection is gone: the process died or the HTTP server went away.
+            self._retire(server, toolset, problem)
+            if self._closed:
+                raise McpToolError(f"MCP server {group!r} is shut down.") from exc
+            raise McpToolError(
+                f"MCP server {group!r} stopped during the call to {tool.remote_name!r} "
+                f"({_describe(problem)}); it will be restarted on the next call."
+            ) from exc
+
+    # -- internals ----------------------------------------------------------------------------
+
+    async def _start_up(self, server: _Server) -> None:
+        name = server.group.name
+        async with server.lock:
+            try:
+                toolset, tools = await _open(server.config, read_tools=True)
+            except Exception as exc:
+                server.start_error = _describe_start_failure(server.config, exc)
+            except asyncio.CancelledError:
+                server.start_error = "shut down before it started"
+                raise
+            else:
+                server.toolset = toolset
+                server.by_name = {tool.name: tool for tool in tools}
+                server.group.tools = tools
+            finally:
+                if server.start_error is not None:
+                    server.group.status = "unavailable"
+                    server.group.error = server.start_error
+                    log.warning(
+                        "MCP server %r (%s) is unavailable: %s",
+                        name,
+                        _where(server.config),
+                        server.start_error,
+                    )
+                elif server.toolset is not None:
+                    server.group.status = "available"
+                    log.info("MCP server %r started with %d tools", name, len(server.by_name))
+
+    async def _running(self, server: _Server) -> MCPToolset[Any]:
+        """The server's live toolset, restarting a server that died (one attempt per call)."""
+        toolset = server.toolset
+        if toolset is not None:
+            return toolset
+        name = server.group.name
+        async with server.lock:
+            if server.toolset is not None:
+                return server.toolset
+            if self._closed:
+                raise McpToolError(f"MCP server {name!r} is shut down.")
+            wait = server.next_restart - time.monotonic()
+            if wait > 0:
+                raise McpToolError(
+                    f"MCP server {name!r} is down ({server.group.error}); the next restart "
+                    f"is tried in {math.ceil(wait)} s."
+                )
+            try:
+                toolset, _ = await _open(server.config, read_tools=False)
+            except Exception as exc:
+                server.failed_restarts += 1
+                delay = min(
+                    RESTART_BACKOFF_FIRST * 2 ** (server.failed_restarts - 1), RESTART_BACKOFF_MAX
+                )
+                server.next_restart = time.monotonic() + delay
+                problem = _describe_start_failure(server.config, exc)
+                server.group.status = "unavailable"
+                server.group.error = f"restart failed: {problem}"
+                log.warning(
+                    "MCP server %r (%s) could not be restarted: %s",
+                    name,
+                    _where(server.config),
+                    problem,
+                )
+                raise McpToolError(
+                    f"MCP server {name!r} stopped and could not be restarted: {problem}. "
+                    f"The next attempt is in {delay:g} s."
+                ) from exc
+            if self._closed:
+                await _shut(toolset)
+                raise McpToolError(f"MCP server {name!r} is shut down.")
+            server.toolset = toolset
+            server.failed_restarts = 0
+            server.next_restart = 0.0
+            server.group.status = "available"
+            server.group.error = None
+            log.info("MCP server %r restarted", name)
+            return toolset
+
+    def _retire(self, server: _Server, toolset: MCPToolset[Any], problem: BaseException) -> None:
+        """Forget a toolset whose connection broke; the first caller to notice closes it."""
+        if server.toolset is not toolset:
+            return
+        server.toolset = None
+        log.warning("MCP server %r stopped: %s", server.group.name, _describe(problem))
+        task = asyncio.create_task(_shut(toolset))
+        self._shutdowns.add(task)
+        task.add_done_callback(self._shutdowns.discard)
+
+
+def _toolset(config: McpServerConfig) -> MCPToolset[Any]:
+    if config.command is not None:
+        client: StdioTransport | StreamableHttpTransport = StdioTransport(
+            command=config.command[0],
+            args=list(config.command[1:]),
+            env=dict(config.env) or None,
+            # Without keep_alive the process ends with the session, so closing stops it.
+            keep_alive=False,
+        )
+    else:
+        assert config.url is not None
+        client = StreamableHttpTransport(config.url)
+    return MCPToolset(
+        client,
+        id=config.name,
+        tool_error_behavior="error",
+        # The whole start-up is bounded by `_open`; this only backs it up, so it fires later.
+        init_timeout=config.init_timeout_seconds + 1,
+        read_timeout=config.timeout_seconds,
+    )
+
+
+async def _open(
+    config: McpServerConfig, *, read_tools: bool
+) -> tuple[MCPToolset[Any], tuple[GroupTool, ...]]:
+    """Start a server and shake hands (and read its tools), within its start-up time limit."""
+    toolset = _toolset(config)
+    async with asyncio.timeout(config.init_timeout_seconds):
+        await toolset.__aenter__()
+        try:
+            tools = _group_tools(config.name, await toolset.list_tools()) if read_tools else ()
+        except BaseException:
+            await _shut(toolset)
+            raise
+    return toolset, tools
+
+
+async def _shut(toolset: MCPToolset[Any]) -> None:
+    """Leave a toolset (which stops a stdio process), never raising and never hanging."""
+    with contextlib.suppress(Exception):
+        async with asyncio.timeout(SHUTDOWN_TIMEOUT):
+            await toolset.__aexit__(None, None, None)
+
+
+def _group_tools(server: str, mcp_tools: Sequence[Any]) -> tuple[GroupTool, ...]:
+    tools: list[GroupTool] = []
+    seen: set[str] = set()
+    for mcp_tool in mcp_tools:
+        # The wire spelling (camelCase, `_meta`) reads the same on either MCP SDK generation.
+        wire = mcp_tool.model_dump(by_alias=True, mode="json", exclude_none=True)
+        meta = wire.get("_meta")
+        ui = meta.get("ui") if isinstance(meta, dict) else None
+        visibility = ui.get("visibility") if isinstance(ui, dict) else None
+        if isinstance(visibility, list) and "model" not in visibility:
+            continue  # a tool only an app page may call (MCP Apps)
+        remote = wire["name"]
+        name = exposed_tool_name(server, remote)
+        if name in seen:
+            continue
+        seen.add(name)
+        description = wire.get("description") or wire.get("title") or remote
+        parameters = wire.get("inputSchema") or {"type": "object", "properties": {}}
+        tools.append(GroupTool(name, remote, tool_description(server, description), parameters))
+    return tuple(tools)
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    """The first real error inside (possibly nested) exception groups."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def _describe(exc: BaseException) -> str:
+    exc = _leaf(exc)
+    text = str(exc).strip()
+    return text or type(exc).__name__
+
+
+def _describe_start_failure(config: McpServerConfig, exc: BaseException) -> str:
+    """Why a server did not start, for the model too: so it never repeats the command line,
+    which may carry secrets (the log names it)."""
+    if isinstance(_leaf(exc), TimeoutError):
+        return f"it did not start within {config.init_timeout_seconds:g} s"
+    return _describe(exc)
+
+
+def _where(config: McpServerConfig) -> str:
+    return shlex.join(config.command) if config.command is not None else str(config.url)

@@ -1,0 +1,1 @@
+"""Users: the one path that creates them, and their schemas."""

@@ -2,7 +2,7 @@
 
 Every default is an embedded one, so a bare `hearth serve` runs with no configuration at all:
 SQLite and files under `./var`, a secret key generated on first start and kept beside the data.
-The table in API.md is the contract; each field here is one row of it.
+The table in docs/http-api.md is the contract; each field here is one row of it.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 
 class Settings(BaseSettings):
-    """hearth's configuration; see the settings table in API.md."""
+    """hearth's configuration; see the settings table in docs/http-api.md."""
 
     model_config = SettingsConfigDict(
         env_prefix="HEARTH_", env_file=".env", extra="ignore", frozen=True

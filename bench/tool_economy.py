@@ -1,7 +1,7 @@
 """What deferred tool loading saves: tool-definition tokens and the reusable request prefix.
 
 A user with many MCP servers has hundreds of tools. Sending every definition on every request
-costs tokens the model mostly does not need; deferring them (WIRE.md §2) should cut that
+costs tokens the model mostly does not need; deferring them (docs/wire.md §2) should cut that
 without breaking the provider's prompt cache, which only reuses a request's leading bytes.
 This script measures both, for each DTL mode, on one realistic chat.
 

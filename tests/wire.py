@@ -1,4 +1,4 @@
-"""Reading provider request bodies the way the cache-stability rules of WIRE.md §2c talk about
+"""Reading provider request bodies the way the cache-stability rules of docs/wire.md §2c talk about
 them: the conversation without the dynamic tail, and without the one breakpoint that moves."""
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ turns and makes golden wire tests possible.
   carries the id exactly as the stored response has it.
 - The `activate_tools` return that activated groups still anchored at its message
   (`activated_tools` rows) carries them in its metadata, where each model class renders the
-  activation its own way (WIRE.md §2); after a reset it is the plain answer again. Activations
+  activation its own way (docs/wire.md §2); after a reset it is the plain answer again. Activations
   a summary moved to the first surviving (user) message ride on that request's metadata.
 - Messages a summary covers are left out; the summary itself goes in as a system block.
 """

@@ -11,7 +11,7 @@ and the model gets the summary instead of them.
   `HEARTH_SUMMARY_MODEL`) with no tools; the previous summary goes along as context, so each
   summary covers the whole chat up to its cut.
 - After: one `chat_summaries` row, and every activation anchored at a covered message moves to
-  the first message that survives (WIRE.md §2), in the same transaction. Nothing else changes:
+  the first message that survives (docs/wire.md §2), in the same transaction. Nothing else changes:
   covered messages stay stored and listed. A summary request that fails leaves the chat exactly
   as it was; its `SummaryFailed` carries the provider's answer, or for a fault of hearth's own
   a plain sentence with the request id (the full text goes to the log).

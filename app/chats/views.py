@@ -1,4 +1,4 @@
-"""Rows as the API shows them (API.md): plain dicts, ready for orjson.
+"""Rows as the API shows them (docs/http-api.md): plain dicts, ready for orjson.
 
 The chat route serialises hundreds of rows per request, so rows arrive as plain tuples in the
 column order this module declares (`MESSAGE_COLUMNS`, `TOOL_COLUMNS`, `UPLOAD_COLUMNS`) and are

@@ -1,4 +1,4 @@
-"""The media a model may be shown (WIRE.md §3): which capability admits which sniffed type, and
+"""The media a model may be shown (docs/wire.md §3): which capability admits which sniffed type, and
 the words hearth uses for them.
 
 One table, read by `read_file` (is this file a medium?), by its per-model description (what

@@ -1,6 +1,6 @@
 """A file's type, from its first bytes only: never its name, never what a client claims.
 
-The formats a model may see (WIRE.md §3) are matched here by their exact signatures first, so
+The formats a model may see (docs/wire.md §3) are matched here by their exact signatures first, so
 what decides whether a file reaches a model never depends on a library's heuristics. SVG is
 recognised next, because it is text that a browser would run as a document. Everything else
 goes to `filetype`; what is left is `text/plain` when it decodes as UTF-8 without a NUL, else

@@ -1,6 +1,6 @@
 """What the provider-specific request shapers need to know, carried on pydantic-ai's own objects.
 
-Deferred tool loading is rendered by the model that serves a request (WIRE.md §2), so each
+Deferred tool loading is rendered by the model that serves a request (docs/wire.md §2), so each
 model class reads the same neutral facts and shapes its own wire:
 
 - a catalogue tool's `ToolDefinition.metadata` names its group (`GROUP_KEY`), so a model can

@@ -39,7 +39,7 @@ def capability_profile(model: ModelInfo) -> ModelProfile:
         supports_video_input="video" in capabilities,
         supports_audio_file_input=False,
         # hearth places its only mid-conversation system text (the dynamic tail) itself, in the
-        # provider's own place for it (WIRE.md §2c), rather than as `<system>` user text.
+        # provider's own place for it (docs/wire.md §2c), rather than as `<system>` user text.
         supports_inline_system_prompts=True,
     )
 

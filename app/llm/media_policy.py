@@ -1,4 +1,4 @@
-"""What media one serving model may be sent (WIRE.md §3), read from the model itself.
+"""What media one serving model may be sent (docs/wire.md §3), read from the model itself.
 
 The model's profile was built from hearth's configured capabilities (`capability_profile`), so
 the profile's input flags are the capabilities; the provider decides the per-file caps and the

@@ -51,7 +51,7 @@ class ModelInfo:
 
     @property
     def dtl_mode(self) -> DtlMode:
-        """WIRE.md §2: the provider's format when the model can search tools, else `none`."""
+        """docs/wire.md §2: the provider's format when the model can search tools, else `none`."""
         return dtl_format(self.provider) if "tool_search" in self.capabilities else "none"
 
     @property

@@ -1,6 +1,6 @@
 """`activate_tools`: the one way a model brings a group of tools into a chat.
 
-The tool answers per group (WIRE.md §1) and keeps the turn's set of active groups up to date,
+The tool answers per group (docs/wire.md §1) and keeps the turn's set of active groups up to date,
 so a second call in the same round naming the same group answers `already_active`; it runs
 alone (`sequential`), so "first in call order" is the order the model wrote the calls in. It
 writes nothing: the recorder, which knows the round's message id, stores the activation rows.
@@ -54,7 +54,7 @@ async def activate_tools(ctx: RunContext[TurnDeps], groups: list[str]) -> ToolRe
             f"No group could be activated: {json.dumps(report)}. Groups in the catalogue: {known}."
         )
     activated = [r["group"] for r in report if r["status"] == "activated"]
-    # The anchor of the activation, for the model classes that render it (WIRE.md §2).
+    # The anchor of the activation, for the model classes that render it (docs/wire.md §2).
     metadata = {ACTIVATED_KEY: activated} if activated else None
     return ToolReturn(json.dumps(report), metadata=metadata)
 

@@ -3,7 +3,7 @@
 A group is an MCP server (named as in `config/mcp.yaml`) or a built-in group. The catalogue is
 fixed for the life of the process (each server's tools are read once at start-up), and the
 system prompt lists every group in one table that never changes with activations, so the cached
-prompt prefix survives them (WIRE.md §1).
+prompt prefix survives them (docs/wire.md §1).
 """
 
 from __future__ import annotations

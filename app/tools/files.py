@@ -117,7 +117,7 @@ def _read_inside(root: Path, path: str, start_line: int, end_line: int | None) -
             shown = display_path(root, real)
             medium = {"path": shown, "mime": mime, "size": size}
             # The bytes stay on disk: the request builder reads them again, contained, for
-            # the models that can view them (WIRE.md §3).
+            # the models that can view them (docs/wire.md §3).
             return ToolReturn(media_note(shown, mime, size), metadata={MEDIA_KEY: [medium]})
         data = head + handle.read(MAX_READ_BYTES + 1 - len(head))
     if b"\x00" in data:

@@ -1,7 +1,7 @@
 """The catalogue's tools, as a pydantic-ai toolset.
 
 `get_tools` runs before every model request with the serving model known, so what it declares
-follows that model's DTL mode (WIRE.md §2):
+follows that model's DTL mode (docs/wire.md §2):
 
 - `none`: the tools of the groups activated so far, so the array grows by exactly the activated
   groups' tools as the turn's `active_groups` grows;

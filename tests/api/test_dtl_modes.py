@@ -1,4 +1,4 @@
-"""The three DTL wire modes (WIRE.md §2, §2c, §4) against the fake providers.
+"""The three DTL wire modes (docs/wire.md §2, §2c, §4) against the fake providers.
 
 Each mode runs the same chat: a three-request turn (activate `weather`, call its forecast tool,
 answer) and a second turn. The golden files pin every body; the tests check the properties that

@@ -1,4 +1,4 @@
-"""Media on the wire (WIRE.md §3): attachments and `read_file` media, routed per serving model.
+"""Media on the wire (docs/wire.md §3): attachments and `read_file` media, routed per serving model.
 
 Uploads are made here as the upload route stores them (a row and the file under
 `uploads/<id>/<name>` in the user's root), so these tests depend only on the message path.

@@ -31,7 +31,7 @@ pytestmark = pytest.mark.usefixtures("services", "registry")
 MESSAGES = "/api/chats/{chat_id}/messages"
 APPROVALS = "/api/chats/{chat_id}/approvals"
 
-# Every chunk type API.md names for the turn stream.
+# Every chunk type docs/http-api.md names for the turn stream.
 CONTRACT = {
     "start",
     "start-step",

@@ -1,4 +1,4 @@
-"""Which model may see which medium: the capability gating table of WIRE.md §3."""
+"""Which model may see which medium: the capability gating table of docs/wire.md §3."""
 
 from __future__ import annotations
 

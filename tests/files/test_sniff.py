@@ -1,4 +1,4 @@
-"""`sniff` on real signatures: WIRE.md §3's formats exactly, SVG, filetype's, text, the rest."""
+"""`sniff` on real signatures: docs/wire.md §3's formats exactly, SVG, filetype's, text, rest."""
 
 from __future__ import annotations
 

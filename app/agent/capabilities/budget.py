@@ -4,7 +4,7 @@ Two limits bound a turn: searches per question (`HEARTH_SEARCH_BUDGET`, counted 
 knowledge group) and model requests per turn (`HEARTH_MAX_ROUNDS`). A spent tool stays declared
 and answers that its budget is spent; the notice says so before the model tries, names what
 still has budget, and when nothing does, tells the model to cite what grounds its answer and
-answer. Notices live in the request's dynamic tail (WIRE.md §2c), so they never disturb the
+answer. Notices live in the request's dynamic tail (docs/wire.md §2c), so they never disturb the
 cached prefix.
 """
 

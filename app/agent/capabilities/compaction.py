@@ -23,7 +23,7 @@ already notes (the media router inlines the current question's only).
 It is a capability (`prepare_model_request`) that builds new lists and parts: nothing compacted
 reaches the stored rows or the run's own history, and leaving the capability out sends the
 history untouched. Only the previous question's messages change when a new question starts,
-which is what keeps the provider caches warm (WIRE.md §2c).
+which is what keeps the provider caches warm (docs/wire.md §2c).
 """
 
 from __future__ import annotations

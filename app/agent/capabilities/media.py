@@ -1,4 +1,4 @@
-"""Media in the outgoing request, decided per serving model (WIRE.md §3).
+"""Media in the outgoing request, decided per serving model (docs/wire.md §3).
 
 The stored rows and the run's history hold references only (`[{path, mime, size}]` on a user
 request's attachments and on a `read_file` return). This capability turns them into what the

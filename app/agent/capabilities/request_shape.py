@@ -2,13 +2,13 @@
 own history never see them.
 
 - The dynamic tail. Date and time and budget notices (`app.agent.capabilities.budget`) would
-  break every provider cache if they sat in the system prompt, so they go last (WIRE.md §2c):
+  break every provider cache if they sat in the system prompt, so they go last (docs/wire.md §2c):
   a marked part at the very end of the request, which each model class renders in its
   provider's place for it (a final `system` message on OpenAI-compatible APIs, the last text
   block of the last user message on Anthropic).
 - No library announcements of new tools. When a group's tools join the array mid-run,
   pydantic-ai records a `ToolAvailabilityDeltaPart` and would announce it in a system message
-  of its own; in hearth an activation is rendered from its anchor only (WIRE.md §2), and a
+  of its own; in hearth an activation is rendered from its anchor only (docs/wire.md §2), and a
   message that later turns could not rebuild would break the cached prefix, so they are dropped.
 
 It is a capability hook (`prepare_model_request`: per attempt, the serving model known), and it

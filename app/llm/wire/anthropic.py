@@ -1,9 +1,9 @@
-"""Anthropic requests shaped as WIRE.md §2 and §2c specify.
+"""Anthropic requests shaped as docs/wire.md §2 and §2c specify.
 
 pydantic-ai maps the history to Messages API parameters; this subclass takes its finished
 parameters and applies hearth's layout in one place (`_prepare_messages_create`, the single
 step every request, streamed or not, goes through), because the library's own deferred-tool
-rendering differs from the wire hearth promises (WIRE.md §5: it invents a `search_tools`
+rendering differs from the wire hearth promises (docs/wire.md §5: it invents a `search_tools`
 exchange and adds a server-side search tool):
 
 - the dynamic tail becomes the last text block of the last user message, after the

@@ -1,4 +1,4 @@
-"""OpenAI-compatible requests (OpenAI, Moonshot/Kimi, LM Studio, Ollama, OpenRouter) as WIRE.md
+"""OpenAI-compatible requests (OpenAI, Moonshot/Kimi, LM Studio, Ollama, OpenRouter) as docs/wire.md
 §2 and §2c specify.
 
 pydantic-ai maps the history to Chat Completions messages; this subclass changes two things:
@@ -8,11 +8,11 @@ pydantic-ai maps the history to Chat Completions messages; this subclass changes
   `content` key) right after the tool results of the assistant message that activated them
   (and after that round's media message). It is only ever placed after its anchor, so every
   request's messages before it stay byte-identical. The library's own reveal appends a
-  different system message at the end of the request (WIRE.md §5), hence the override of the
+  different system message at the end of the request (docs/wire.md §5), hence the override of the
   per-request mapping (`_map_user_message`, the step that renders one `ModelRequest`);
 - the dynamic tail is a final `system` message, after the conversation (every mode);
 - a PDF goes as a `file` part named as the user's file (the library names it `filename.pdf`),
-  and a video as Moonshot's `video_url` part (the library has none), WIRE.md §3.
+  and a video as Moonshot's `video_url` part (the library has none), docs/wire.md §3.
 
 The tool definitions a request carries are known to `_map_messages` but not to the per-request
 step, so they travel in a context variable for the duration of one mapping (a model instance

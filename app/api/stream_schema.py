@@ -15,10 +15,10 @@ serialization mode with their camelCase aliases. The schema therefore follows th
 pydantic-ai adds a field or a chunk. Only hearth's data parts are hearth's: each is a subclass of
 pydantic-ai's `DataChunk` whose `type` is a literal and whose `data` is a model of what hearth
 puts there (docs/http-api.md, "Sending a message"). The generic `DataChunk` itself is left
-out, so a data part the document does not name is a conformance failure, not silently accepted. One data part
-is pydantic-ai's own and not hearth's: `data-tool-availability-delta`, which its deferred tool
-loading sends when a tool activation reveals tools (`{added, tool_call_id}`); it is described
-here because hearth passes it through.
+out, so a data part the document does not name is a conformance failure, not silently accepted.
+One data part is pydantic-ai's own and not hearth's: `data-tool-availability-delta`, which its
+deferred tool loading sends when a tool activation reveals tools (`{added, tool_call_id}`); it
+is described here because hearth passes it through.
 
 The chunks sit in `components/schemas` (prefixed `UIChunk` / `UIData`, so they cannot collide
 with the API's own models); `install` adds them to the document FastAPI generates, since FastAPI

@@ -11,7 +11,6 @@ import asyncio
 import sys
 
 from pydantic import ValidationError
-from sqlalchemy import select
 
 from app.core.config_files import ConfigError
 from app.core.db.engine import create_engine, session_factory
@@ -33,8 +32,8 @@ async def _create_user(
 ) -> str:
     from app.auth.passwords import hash_password
     from app.clock import Clock
-    from app.models import User
     from app.users.schemas import RegisterIn
+    from app.users.service import EmailTaken, create_user
 
     try:
         body = RegisterIn(email=email, password=password, display_name=display_name)
@@ -44,16 +43,17 @@ async def _create_user(
     engine = create_engine(settings.database_url)
     try:
         async with session_factory(engine)() as db:
-            if await db.scalar(select(User.id).where(User.email == body.email)) is not None:
-                raise SystemExit(f"hearth users create: {body.email} exists already")
-            user = User(
-                email=body.email,
-                password_hash=await hash_password(body.password),
-                display_name=body.display_name or body.email.split("@", 1)[0],
-                is_admin=admin,
-                created_at=Clock().now(),
-            )
-            db.add(user)
+            try:
+                user = await create_user(
+                    db,
+                    email=body.email,
+                    password_hash=await hash_password(body.password),
+                    display_name=body.display_name,
+                    is_admin=admin,
+                    now=Clock().now(),
+                )
+            except EmailTaken:
+                raise SystemExit(f"hearth users create: {body.email} exists already") from None
             await db.commit()
             return str(user.id)
     finally:

@@ -14,9 +14,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
-from fastapi.responses import JSONResponse
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -38,10 +37,11 @@ from app.api import (
 from app.api.stream_schema import install as install_stream_schema
 from app.auth.tokens import CSRF_HEADER, TokenCodec
 from app.clock import Clock
+from app.core import errors
 from app.core.db.engine import create_engine, session_factory
 from app.core.http.json import OrjsonResponse
 from app.core.http.limits import BodyLimitMiddleware
-from app.core.http.request_id import RequestIdMiddleware, current_request_id
+from app.core.http.request_id import RequestIdMiddleware
 from app.core.http.strings import JsonStringsMiddleware
 from app.files.data_dir import claim
 from app.files.sweep import start_sweep
@@ -160,21 +160,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
 
     app.openapi = openapi  # type: ignore[method-assign]
 
-    @app.exception_handler(Exception)
-    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
-        request_id = current_request_id() or "-"
-        log.exception(
-            "unhandled error on %s %s (request %s)",
-            request.method,
-            request.url.path,
-            request_id,
-            extra={"request_id": request_id},
-        )
-        return JSONResponse(
-            {"detail": f"internal error (request {request_id})"},
-            status_code=500,
-            headers={"X-Request-ID": request_id},
-        )
+    errors.install(app)
 
     # Innermost first: the body ceiling applies before the strings of a body are checked.
     app.add_middleware(JsonStringsMiddleware, exempt=("/api/uploads",))

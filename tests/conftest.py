@@ -26,9 +26,10 @@ from app.core.db.base import Base
 from app.core.db.engine import create_engine
 from app.core.db.migrate import upgrade
 from app.main import create_app
-from app.models import Installation, User
+from app.models import Installation
 from app.services import Services
 from app.settings import Settings
+from app.users.service import create_user
 from tests import golden
 from tests.support import ROOT, Client, fresh_database, http_client, live_server
 
@@ -143,15 +144,9 @@ async def new_user(server: tuple[str, Services], services: Services) -> AsyncIte
             _PASSWORD_HASHES[password] = await hash_password(password)
         now = services.clock.now()
         async with services.sessions() as db:
-            user = User(
-                email=email,
-                password_hash=_PASSWORD_HASHES[password],
-                display_name=email.split("@", 1)[0],
-                is_admin=False,
-                created_at=now,
+            user = await create_user(
+                db, email=email, password_hash=_PASSWORD_HASHES[password], now=now
             )
-            db.add(user)
-            await db.flush()
             token = await open_session(db, services.codec, user, now, services.session_policy)
             await db.commit()
             answer = signed_in(services, user, token, 201)

@@ -23,7 +23,7 @@ import logging
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic_ai import Agent
 from sqlalchemy import select, update
@@ -31,16 +31,14 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.agent.history import build_history
 from app.agent.rows import StoredMessage, load_rows
+from app.agent.runtime import TurnRuntime
 from app.agent.stored_text import storable_text
 from app.agent.stream import provider_error
 from app.core.http.request_id import current_request_id
 from app.llm.factory import model_settings
 from app.llm.registry import ModelInfo
 from app.models import ActivatedTool, ChatSummary
-
-if TYPE_CHECKING:
-    from app.services import Services
-    from app.settings import Settings
+from app.settings import Settings
 
 log = logging.getLogger("hearth.summaries")
 
@@ -123,7 +121,7 @@ def due(rows: Sequence[StoredMessage], settings: Settings, model: ModelInfo) -> 
     return used >= threshold(settings, model) * model.config.context_window
 
 
-def summariser(services: Services, chat_model: ModelInfo) -> ModelInfo:
+def summariser(services: TurnRuntime, chat_model: ModelInfo) -> ModelInfo:
     configured = services.settings.summary_model
     if configured:
         model = services.registry.get(configured)
@@ -132,7 +130,9 @@ def summariser(services: Services, chat_model: ModelInfo) -> ModelInfo:
     return chat_model
 
 
-async def summarise(services: Services, chat_id: uuid.UUID, chat_model: ModelInfo) -> ChatSummary:
+async def summarise(
+    services: TurnRuntime, chat_id: uuid.UUID, chat_model: ModelInfo
+) -> ChatSummary:
     """Write a summary of the chat's older messages; NothingToCover or SummaryFailed otherwise.
 
     A round still streaming (the one a turn that summarises first has opened) is no part of

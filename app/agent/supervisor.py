@@ -17,13 +17,10 @@ import secrets
 import uuid
 from collections.abc import AsyncIterator
 from datetime import timedelta
-from typing import TYPE_CHECKING
 
 from app.agent import leases
+from app.agent.runtime import TurnRuntime
 from app.agent.turn import Turn, TurnPlan
-
-if TYPE_CHECKING:
-    from app.services import Services
 
 log = logging.getLogger("hearth.turns")
 
@@ -31,7 +28,7 @@ POLL_SECONDS = 0.5
 
 
 class TurnSupervisor:
-    def __init__(self, services: Services) -> None:
+    def __init__(self, services: TurnRuntime) -> None:
         self.services = services
         self._turns: dict[str, Turn] = {}
         """owner -> running turn."""

@@ -26,7 +26,7 @@ import logging
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic_ai import Agent, CancellationToken, DeferredToolRequests, DeferredToolResults, Tool
 from pydantic_ai.exceptions import ModelHTTPError, UsageLimitExceeded
@@ -43,6 +43,7 @@ from app.agent.capabilities.request_log import RequestLog
 from app.agent.capabilities.request_shape import RequestShape
 from app.agent.history import build_history
 from app.agent.rows import StoredMessage, load_rows
+from app.agent.runtime import TurnRuntime
 from app.agent.stream import (
     SDK_VERSION,
     TurnEventStream,
@@ -72,9 +73,6 @@ from app.tools.files import describe_read_file, list_files, read_file
 from app.tools.groups import GroupToolset
 from app.tools.writing import WRITE_FILE, write_file
 
-if TYPE_CHECKING:
-    from app.services import Services
-
 log = logging.getLogger("hearth.turns")
 
 INSTRUCTIONS = (
@@ -88,19 +86,13 @@ TURN_OUTPUT: OutputSpec[str | DeferredToolRequests] = [str, DeferredToolRequests
 
 read_file_tool: Tool[TurnDeps] = Tool(read_file, prepare=describe_read_file)
 
-_AGENTS: dict[int, tuple[Model, Agent[TurnDeps, str]]] = {}
-
 
 def turn_agent(model: Model) -> Agent[TurnDeps, str]:
-    """The agent for a model: built once; what differs per turn is passed to each run.
+    """The agent of a model's turns; the `ModelCache` keeps one per model, beside the model.
 
-    Models live in the `ModelCache` for the life of the process, so keying by identity is safe;
-    the stored model is compared too, in case an identity was reused.
+    What differs per turn (history, deps, toolsets, capabilities) is passed to each run.
     """
-    cached = _AGENTS.get(id(model))
-    if cached is not None and cached[0] is model:
-        return cached[1]
-    agent: Agent[TurnDeps, str] = Agent(
+    return Agent(
         model,
         deps_type=TurnDeps,
         tools=[
@@ -110,8 +102,6 @@ def turn_agent(model: Model) -> Agent[TurnDeps, str]:
             activate_tools_tool,
         ],
     )
-    _AGENTS[id(model)] = (model, agent)
-    return agent
 
 
 def instructions(catalogue: Catalogue) -> str:
@@ -148,7 +138,7 @@ DONE_EVENT = "data: [DONE]\n\n"
 
 
 class Turn:
-    def __init__(self, services: Services, plan: TurnPlan) -> None:
+    def __init__(self, services: TurnRuntime, plan: TurnPlan) -> None:
         self.services = services
         self.plan = plan
         self.cancellation = CancellationToken()
@@ -258,7 +248,7 @@ class Turn:
                 else []
             )
             catalogue = services.catalogue
-            agent = turn_agent(services.models.get(plan.model, services.registry))
+            agent = services.models.agent(plan.model, services.registry, turn_agent)
             deps = TurnDeps(
                 user_id=plan.user_id,
                 chat_id=plan.chat_id,

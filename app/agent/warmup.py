@@ -34,7 +34,7 @@ def warm_up(registry: ModelRegistry, models: ModelCache) -> None:
     for model in registry.models():
         if registry.is_available(model):
             try:
-                turn_agent(models.get(model, registry))
+                models.agent(model, registry, turn_agent)
             except Exception as exc:  # its first turn reports it, as it would have anyway
                 log.warning("model %s not built at start: %s", model.id, exc)
     ModelMessagesTypeAdapter.rebuild()

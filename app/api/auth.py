@@ -7,9 +7,8 @@ then the password is hashed or checked, in a queue of a few at a time (app.auth.
 
 from __future__ import annotations
 
-from fastapi import APIRouter, HTTPException, Request, Response
+from fastapi import APIRouter, Request, Response
 from sqlalchemy import select
-from sqlalchemy.exc import IntegrityError
 
 from app.api.deps import Auth, DbSession, ServicesDep
 from app.auth import throttle
@@ -17,17 +16,19 @@ from app.auth.addresses import client_address
 from app.auth.passwords import hash_password, verify_password
 from app.auth.sessions import SessionUser, open_session, revoke_session
 from app.auth.tokens import CSRF_COOKIE, SESSION_COOKIE
+from app.core.errors import Forbidden, TooManyRequests, Unauthorized
 from app.core.http.json import json_response
 from app.core.http.schemas import error_responses
 from app.models import User
 from app.services import Services
 from app.users.schemas import LoginIn, RegisterIn, SignedInOut
+from app.users.service import EmailTaken, create_user
 
 router = APIRouter(prefix="/api/auth", tags=["auth"])
 
 
-def too_many(message: str, throttled: throttle.Throttled) -> HTTPException:
-    return HTTPException(429, message, headers={"Retry-After": str(throttled.retry_after)})
+def too_many(message: str, throttled: throttle.Throttled) -> TooManyRequests:
+    return TooManyRequests(message, throttled.retry_after)
 
 
 def user_dict(user: User | SessionUser) -> dict[str, object]:
@@ -72,7 +73,7 @@ async def register(
 ) -> Response:
     """Create an account and sign it in."""
     if not services.settings.allow_registration:
-        raise HTTPException(403, "registration is closed")
+        raise Forbidden("registration is closed")
     now = services.clock.now()
     limit = throttle.signup_limit(client_address(request), services.settings)
     try:
@@ -80,20 +81,14 @@ async def register(
     except throttle.Throttled as exc:
         raise too_many("too many sign-ups from this address; try again later", exc) from exc
     if await db.scalar(select(User.id).where(User.email == body.email)) is not None:
-        raise HTTPException(409, "an account with this email exists")
-    user = User(
+        raise EmailTaken  # before the hash: a taken address costs no Argon2 work
+    user = await create_user(
+        db,
         email=body.email,
         password_hash=await hash_password(body.password),
-        display_name=body.display_name or body.email.split("@", 1)[0],
-        is_admin=False,
-        created_at=now,
+        display_name=body.display_name,
+        now=now,
     )
-    db.add(user)
-    try:
-        await db.flush()
-    except IntegrityError as exc:
-        await db.rollback()
-        raise HTTPException(409, "an account with this email exists") from exc
     token = await open_session(db, services.codec, user, now, services.session_policy)
     await db.commit()
     return signed_in(services, user, token, 201)
@@ -121,7 +116,7 @@ async def login(body: LoginIn, request: Request, services: ServicesDep, db: DbSe
         # The attempt's own rows stay: they were counted as failures from the start.
         throttle.record_failure(db, email_key, now)
         await db.commit()
-        raise HTTPException(401, "wrong email or password")
+        raise Unauthorized("wrong email or password")
     assert user is not None
     pair, per_address = (limit.key for limit in limits)
     await throttle.clear(db, pair)

@@ -4,56 +4,23 @@ from __future__ import annotations
 
 import uuid
 
-from fastapi import APIRouter, HTTPException, Response
+from fastapi import APIRouter, Response
 
 from app.api.deps import Auth, Connection, DbSession, ServicesDep
-from app.chats import repository, views
+from app.chats import repository, service, views
 from app.chats.schemas import ChatDetailOut, ChatIn, ChatOut, ChatPage, ChatPatch
-from app.core.errors import unprocessable
 from app.core.http.json import json_response
 from app.core.http.pagination import Cursor, CursorQuery, LimitQuery
 from app.core.http.schemas import error_responses
-from app.models import Chat
-from app.services import Services
 
 router = APIRouter(prefix="/api/chats", tags=["chats"])
-
-
-def usable_model(services: Services, model_id: str | None) -> str:
-    """The model id a chat may use, or a 422 on `body.model` that says why not."""
-    registry = services.registry
-    if model_id is None:
-        default = registry.default_model()
-        if default is None:
-            raise unprocessable(("body", "model"), "no model is available; configure a provider")
-        return default.id
-    model = registry.get(model_id)
-    if model is None:
-        raise unprocessable(("body", "model"), f"unknown model {model_id!r}; see GET /api/models")
-    if not registry.is_available(model):
-        reason = (
-            f"set {model.provider.api_key_env}"
-            if model.provider.api_key_env and registry.api_key(model.provider) is None
-            else "its server does not answer"
-        )
-        raise unprocessable(("body", "model"), f"model {model_id!r} is not available ({reason})")
-    return model.id
 
 
 @router.post("", status_code=201, response_model=ChatOut, responses=error_responses(401, 403))
 async def create_chat(body: ChatIn, auth: Auth, services: ServicesDep, db: DbSession) -> Response:
     """Start a new chat."""
-    now = services.clock.now()
-    chat = Chat(
-        user_id=auth.user.id,
-        title=body.title,
-        model=usable_model(services, body.model),
-        created_at=now,
-        updated_at=now,
-    )
-    db.add(chat)
-    await db.commit()
-    return json_response(views.chat(chat, now), 201)
+    chat = await service.create_chat(services, db, auth.user.id, body.title, body.model)
+    return json_response(views.chat(chat, services.clock.now()), 201)
 
 
 @router.get("", response_model=ChatPage, responses=error_responses(401))
@@ -81,10 +48,7 @@ async def get_chat(
     chat_id: uuid.UUID, auth: Auth, services: ServicesDep, connection: Connection
 ) -> Response:
     """A chat with its messages in order."""
-    detail = await repository.chat_detail(connection, auth.user.id, chat_id, services.clock.now())
-    if detail is None:
-        raise HTTPException(404, "chat not found")
-    return json_response(detail)
+    return json_response(await service.chat_detail(services, connection, auth.user.id, chat_id))
 
 
 @router.patch("/{chat_id}", response_model=ChatOut, responses=error_responses(401, 403, 404))
@@ -92,19 +56,8 @@ async def update_chat(
     chat_id: uuid.UUID, body: ChatPatch, auth: Auth, services: ServicesDep, db: DbSession
 ) -> Response:
     """Rename a chat or switch its model."""
-    chat = await repository.get_chat(db, auth.user.id, chat_id)
-    if chat is None:
-        raise HTTPException(404, "chat not found")
-    fields = body.model_fields_set
-    if "model" in fields:
-        if body.model is None:
-            raise unprocessable(("body", "model"), "model cannot be null")
-        chat.model = usable_model(services, body.model)
-    if "title" in fields:
-        chat.title = body.title
-    if fields:
-        repository.touch(chat, services.clock.now())
-    await db.commit()
+    changes = body.model_dump(include=body.model_fields_set)
+    chat = await service.update_chat(services, db, auth.user.id, chat_id, changes)
     return json_response(views.chat(chat, services.clock.now()))
 
 
@@ -113,10 +66,5 @@ async def delete_chat(
     chat_id: uuid.UUID, auth: Auth, services: ServicesDep, db: DbSession
 ) -> Response:
     """Delete a chat with its messages, tool calls and activations (a running turn stops first)."""
-    if await repository.get_chat(db, auth.user.id, chat_id) is None:
-        raise HTTPException(404, "chat not found")
-    await services.turns.stop_and_wait(chat_id, auth.user.id)
-    if not await repository.delete_chat(db, auth.user.id, chat_id):
-        raise HTTPException(404, "chat not found")
-    await db.commit()
+    await service.delete_chat(services, db, auth.user.id, chat_id)
     return Response(status_code=204)

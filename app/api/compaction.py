@@ -10,23 +10,14 @@ from __future__ import annotations
 
 import uuid
 
-from fastapi import APIRouter, HTTPException
-from pydantic import BaseModel
+from fastapi import APIRouter
 
-from app.agent import approvals, leases
-from app.agent.summaries import NothingToCover, SummaryFailed, summarise
-from app.api.chats import usable_model
 from app.api.deps import Auth, DbSession, ServicesDep
-from app.chats import repository
-from app.core.errors import unprocessable
+from app.chats import service
+from app.chats.schemas import CompactOut
 from app.core.http.schemas import error_responses
 
 router = APIRouter(prefix="/api/chats", tags=["chats"])
-
-
-class CompactOut(BaseModel):
-    summary_id: int
-    covers_up_to_message_id: int
 
 
 @router.post(
@@ -38,28 +29,5 @@ async def compact_chat(
     chat_id: uuid.UUID, auth: Auth, services: ServicesDep, db: DbSession
 ) -> CompactOut:
     """Summarise the chat's older messages now; the model gets the summary instead of them."""
-    chat = await repository.get_chat(db, auth.user.id, chat_id)
-    if chat is None:
-        raise HTTPException(404, "chat not found")
-    model = services.registry.get(usable_model(services, chat.model))
-    assert model is not None
-    if await approvals.has_pending(db, chat_id):
-        raise HTTPException(409, "the turn waits for approvals: answer them, or stop the turn")
-    owner = services.turns.new_owner()
-    now = services.clock.now()
-    if not await leases.acquire(db, chat_id, auth.user.id, owner, now, services.turns.lease):
-        raise HTTPException(409, "a turn is running in this chat")
-    await db.commit()
-    try:
-        async with services.turns.holding(owner):
-            made = await summarise(services, chat_id, model)
-    except NothingToCover:
-        raise unprocessable(
-            ("path", "chat_id"), "nothing to summarise: the chat is within the kept window"
-        ) from None
-    except SummaryFailed as exc:
-        raise HTTPException(502, f"the summary request failed: {exc}") from None
-    finally:
-        await leases.release(db, chat_id, owner, services.clock.now())
-        await db.commit()
+    made = await service.compact(services, db, auth.user.id, chat_id)
     return CompactOut(summary_id=made.id, covers_up_to_message_id=made.covers_up_to_message_id)

@@ -24,12 +24,13 @@ from typing import Any, BinaryIO
 from urllib.parse import quote, unquote_to_bytes
 
 import anyio
-from fastapi import APIRouter, HTTPException, Request, Response
+from fastapi import APIRouter, Request, Response
 from fastapi.responses import FileResponse
 from sqlalchemy import select
 from starlette.types import Message, Receive, Scope, Send
 
 from app.api.deps import Auth, Connection, ServicesDep
+from app.core.errors import NotFound
 from app.core.http.schemas import error_responses
 from app.files.roots import OutsideRoot, resolve_inside, user_root
 from app.files.sniff import sniff_fd
@@ -61,8 +62,8 @@ class NotServable(Exception):
     """Nothing that may be served is at that path (outside the root, missing, not a file)."""
 
 
-def _not_found() -> HTTPException:
-    return HTTPException(404, "file not found")
+def _not_found() -> NotFound:
+    return NotFound("file not found")
 
 
 def open_inside(root: Path, relative: str) -> tuple[BinaryIO, os.stat_result]:

@@ -11,11 +11,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Annotated
 
-from fastapi import Depends, HTTPException, Request
+from fastapi import Depends, Request
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from app.auth.sessions import Authenticated, resolve_session
 from app.auth.tokens import CSRF_COOKIE, CSRF_HEADER, SESSION_COOKIE
+from app.core.errors import Forbidden, Unauthorized
 from app.services import Services
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -54,16 +55,16 @@ async def require_auth(request: Request, connection: Connection) -> Authenticate
     services: Services = request.app.state.services
     cookie = request.cookies.get(SESSION_COOKIE)
     if not cookie:
-        raise HTTPException(401, "not signed in")
+        raise Unauthorized("not signed in")
     auth = await resolve_session(
         connection, services.codec, cookie, services.clock.now(), services.session_policy
     )
     if auth is None:
-        raise HTTPException(401, "session expired or signed out; sign in again")
+        raise Unauthorized("session expired or signed out; sign in again")
     if request.method not in SAFE_METHODS and not services.codec.csrf_ok(
         auth.token, request.headers.get(CSRF_HEADER), request.cookies.get(CSRF_COOKIE)
     ):
-        raise HTTPException(403, f"missing or wrong {CSRF_HEADER} header")
+        raise Forbidden(f"missing or wrong {CSRF_HEADER} header")
     return auth
 
 

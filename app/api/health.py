@@ -3,19 +3,14 @@
 from __future__ import annotations
 
 from fastapi import APIRouter
-from pydantic import BaseModel
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
 from app.api.deps import ServicesDep
 from app.core.http.json import json_response
-from app.core.http.schemas import error_responses
+from app.core.http.schemas import HealthOut, error_responses
 
 router = APIRouter(tags=["health"])
-
-
-class HealthOut(BaseModel):
-    status: str
 
 
 @router.get("/healthz", response_model=HealthOut)

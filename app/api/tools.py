@@ -3,38 +3,15 @@
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
-from typing import Literal
 
-from fastapi import APIRouter, HTTPException, Response
-from pydantic import BaseModel
+from fastapi import APIRouter, Response
 
-from app.agent.activations import list_activations, reset_activations
 from app.api.deps import Auth, DbSession, ServicesDep
-from app.chats import repository
+from app.chats import service
 from app.core.http.schemas import error_responses
+from app.tools.schemas import ActivationOut, GroupOut, ToolOut
 
 router = APIRouter(prefix="/api", tags=["tools"])
-
-
-class ToolOut(BaseModel):
-    name: str
-    description: str
-
-
-class GroupOut(BaseModel):
-    group: str
-    kind: Literal["builtin", "mcp"]
-    description: str
-    status: Literal["starting", "available", "unavailable"]
-    tools: list[ToolOut]
-
-
-class ActivationOut(BaseModel):
-    kind: Literal["builtin", "mcp"]
-    ref: str
-    message_id: int
-    created_at: datetime
 
 
 @router.get("/tools", response_model=list[GroupOut], responses=error_responses(401))
@@ -59,9 +36,8 @@ async def list_tools(_auth: Auth, services: ServicesDep) -> list[GroupOut]:
 )
 async def get_activations(chat_id: uuid.UUID, auth: Auth, db: DbSession) -> list[ActivationOut]:
     """The groups activated in a chat, each anchored at the message that activated it."""
-    if await repository.get_chat(db, auth.user.id, chat_id) is None:
-        raise HTTPException(404, "chat not found")
-    return [ActivationOut(**row) for row in await list_activations(db, chat_id)]
+    rows = await service.activations(db, auth.user.id, chat_id)
+    return [ActivationOut(**row) for row in rows]
 
 
 @router.delete(
@@ -73,12 +49,5 @@ async def delete_activations(
     chat_id: uuid.UUID, auth: Auth, services: ServicesDep, db: DbSession
 ) -> Response:
     """Reset the chat's activations: later turns start with none (a deliberate cache reset)."""
-    chat = await repository.get_chat(db, auth.user.id, chat_id)
-    if chat is None:
-        raise HTTPException(404, "chat not found")
-    now = services.clock.now()
-    if chat.turn_owner is not None and chat.turn_lease_until and chat.turn_lease_until >= now:
-        raise HTTPException(409, "a turn is running in this chat; stop it or wait for its end")
-    await reset_activations(db, chat_id)
-    await db.commit()
+    await service.reset_chat_activations(services, db, auth.user.id, chat_id)
     return Response(status_code=204)

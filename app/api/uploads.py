@@ -16,15 +16,16 @@ from datetime import timedelta
 from typing import Annotated, Any
 
 import anyio
-from fastapi import APIRouter, Depends, HTTPException, Request, Response
+from fastapi import APIRouter, Depends, Request, Response
 from sqlalchemy import and_, delete, func, or_, select
 from starlette.requests import ClientDisconnect
 
 from app.api.deps import Auth, Connection, DbSession, ServicesDep, require_auth
 from app.auth.sessions import Authenticated
 from app.chats import views
+from app.chats.service import CHAT_NOT_FOUND
 from app.core.db.engine import rows_changed
-from app.core.errors import unprocessable
+from app.core.errors import Invalid, NotFound
 from app.core.http.json import json_response
 from app.core.http.pagination import Cursor, CursorQuery, LimitQuery
 from app.core.http.schemas import error_responses
@@ -32,12 +33,14 @@ from app.files.multipart import CHAT_FIELD, FormError, UploadForm, read_upload_f
 from app.files.quota import allowance
 from app.files.roots import user_root
 from app.files.schemas import UPLOAD_FORM, UploadOut, UploadPage
-from app.files.uploads import TooLarge, remove_upload
+from app.files.uploads import remove_upload
 from app.knowledge.ingest import is_document
 from app.models import Chat, Upload
 from app.services import Services
 
 router = APIRouter(prefix="/api/uploads", tags=["uploads"])
+
+UPLOAD_NOT_FOUND = "upload not found"
 
 _COLUMNS = tuple(getattr(Upload, name) for name in views.UPLOAD_COLUMNS)
 
@@ -90,12 +93,6 @@ async def create_uploads(request: Request, auth: BriefAuth, services: ServicesDe
             request.stream(),
             lambda boundary: UploadForm(boundary, root, settings.max_upload_bytes, room),
         )
-    except FormError as exc:
-        raise unprocessable(exc.loc, str(exc)) from exc
-    except TooLarge as exc:
-        response = json_response({"detail": str(exc)}, 413)
-        response.headers["connection"] = "close"  # the rest of the body may be unread
-        return response
     except ClientDisconnect:
         return Response(status_code=400)  # nobody is left to read it; the files are gone
     try:
@@ -108,7 +105,7 @@ async def create_uploads(request: Request, auth: BriefAuth, services: ServicesDe
                     .where(Chat.id == chat_id, Chat.user_id == auth.user.id)
                 )
                 if not owned:
-                    raise HTTPException(404, "chat not found")
+                    raise NotFound(CHAT_NOT_FOUND)
             now = services.clock.now()
             uploads = [
                 Upload(
@@ -129,9 +126,9 @@ async def create_uploads(request: Request, auth: BriefAuth, services: ServicesDe
             ]
             db.add_all(uploads)
             await db.commit()
-    except FormError as exc:
+    except FormError:
         await anyio.to_thread.run_sync(form.discard)
-        raise unprocessable(exc.loc, str(exc)) from exc
+        raise
     except BaseException:
         with anyio.CancelScope(shield=True):
             await anyio.to_thread.run_sync(form.discard)
@@ -178,7 +175,7 @@ async def get_upload(upload_id: uuid.UUID, auth: Auth, connection: Connection) -
         )
     ).first()
     if row is None:
-        raise HTTPException(404, "upload not found")
+        raise NotFound(UPLOAD_NOT_FOUND)
     return json_response(views.upload(row))
 
 
@@ -196,9 +193,9 @@ async def ingest_upload(
         select(Upload).where(Upload.id == upload_id, Upload.user_id == auth.user.id)
     )
     if upload is None:
-        raise HTTPException(404, "upload not found")
+        raise NotFound(UPLOAD_NOT_FOUND)
     if not is_document(upload.mime):
-        raise unprocessable(
+        raise Invalid(
             ("path", "upload_id"),
             f"a {upload.mime} upload is not a searchable document (text, Markdown or PDF)",
         )
@@ -218,7 +215,7 @@ async def delete_upload(
         db, delete(Upload).where(Upload.id == upload_id, Upload.user_id == auth.user.id)
     )
     if not deleted:
-        raise HTTPException(404, "upload not found")
+        raise NotFound(UPLOAD_NOT_FOUND)
     await db.commit()
     root = await anyio.to_thread.run_sync(user_root, services.settings.data_dir, auth.user.id)
     await anyio.to_thread.run_sync(remove_upload, root, upload_id)

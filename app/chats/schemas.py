@@ -6,9 +6,10 @@ import uuid
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, StrictBool, field_validator
 
 from app.core.http.schemas import RequestBody
+from app.files.schemas import UploadOut
 
 MessageStatus = Literal["streaming", "ok", "failed", "cancelled", "incomplete"]
 ToolStatus = Literal["running", "pending", "done", "failed", "cancelled", "rejected"]
@@ -57,23 +58,6 @@ class UsageOut(BaseModel):
     output_tokens: int
     cache_read_tokens: int
     cache_write_tokens: int
-
-
-class IngestionOut(BaseModel):
-    status: Literal["pending", "ready", "failed"]
-    error: str | None
-
-
-class UploadOut(BaseModel):
-    id: uuid.UUID
-    filename: str
-    mime: str
-    size: int
-    sha256: str
-    path: str
-    url: str
-    created_at: datetime
-    ingestion: IngestionOut | None = None
 
 
 class ToolMediaOut(BaseModel):
@@ -130,3 +114,36 @@ class SummaryOut(BaseModel):
 class ChatDetailOut(ChatOut):
     messages: list[MessageOut]
     summaries: list[SummaryOut]
+
+
+class MessageIn(RequestBody):
+    content: str = Field(default="", max_length=200_000)
+    attachments: list[uuid.UUID] = Field(default_factory=list, max_length=20)
+    model: str | None = Field(default=None, min_length=1, max_length=300)
+    """A model for this turn only; the chat's model otherwise."""
+
+
+class StopOut(BaseModel):
+    status: Literal["stopping", "stopped"]
+
+
+class DecisionIn(RequestBody):
+    tool_call_id: str = Field(min_length=1, max_length=200)
+    """As the model sent it (the `approvalId` of the stream's approval request)."""
+    approved: StrictBool
+    note: str | None = Field(default=None, max_length=10_000)
+    """Why, for a rejection: the model reads it."""
+
+
+class ApprovalsIn(RequestBody):
+    decisions: list[DecisionIn] = Field(min_length=1, max_length=100)
+
+
+class WaitingOut(BaseModel):
+    pending: list[str]
+    """The tool call ids that still wait for a decision."""
+
+
+class CompactOut(BaseModel):
+    summary_id: int
+    covers_up_to_message_id: int

@@ -25,6 +25,7 @@ import anyio
 from python_multipart.exceptions import FormParserError
 from python_multipart.multipart import MultipartParser, parse_options_header
 
+from app.core.errors import Invalid
 from app.core.http.limits import DRAIN_LIMIT
 from app.files.quota import Allowance
 from app.files.uploads import IncomingFile, TooLarge
@@ -37,12 +38,8 @@ BATCH_BYTES = 1024 * 1024
 """Network chunks are gathered to this size before a worker thread parses and writes them."""
 
 
-class FormError(Exception):
-    """The body is not an upload form hearth accepts; `loc` names the culprit (for a 422)."""
-
-    def __init__(self, loc: tuple[str, ...], message: str) -> None:
-        super().__init__(message)
-        self.loc = loc
+class FormError(Invalid):
+    """The body is not an upload form hearth accepts; `location` names the culprit."""
 
 
 def _decode(raw: bytes) -> str:
@@ -96,7 +93,7 @@ class UploadForm:
                 },
             )
         except FormParserError as exc:
-            raise FormError(("body",), str(exc)) from exc
+            raise FormError(("body",), "the multipart boundary is not one hearth can read") from exc
 
     def feed(self, chunk: bytes) -> None:
         """Parse one chunk of the body (blocking: file parts are written as they come)."""
@@ -105,7 +102,7 @@ class UploadForm:
         try:
             self._parser.write(chunk)
         except FormParserError as exc:
-            raise FormError(("body",), f"malformed multipart body: {exc}") from exc
+            raise FormError(("body",), "the multipart body is malformed") from exc
 
     def discard(self) -> None:
         """Remove every file of the request, finished or not."""

@@ -1,19 +1,34 @@
 """Uploads as the API shows them.
 
-An upload is one shape everywhere: in a message's `attachments` and in the upload routes alike,
-so `UploadOut` is the one `app.chats.schemas` declares. The upload form is parsed by hand
+An upload is one shape everywhere: in a message's `attachments` and in the upload routes alike
+(`app.chats.schemas` uses `UploadOut` from here). The upload form is parsed by hand
 (it streams to disk), so its OpenAPI description is written out here.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import uuid
+from datetime import datetime
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from app.chats.schemas import IngestionOut, UploadOut
 
-__all__ = ["UPLOAD_FORM", "IngestionOut", "UploadOut", "UploadPage"]
+class IngestionOut(BaseModel):
+    status: Literal["pending", "ready", "failed"]
+    error: str | None
+
+
+class UploadOut(BaseModel):
+    id: uuid.UUID
+    filename: str
+    mime: str
+    size: int
+    sha256: str
+    path: str
+    url: str
+    created_at: datetime
+    ingestion: IngestionOut | None = None
 
 
 class UploadPage(BaseModel):

@@ -24,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import BinaryIO
 
+from app.core import errors
 from app.files.sniff import SNIFF_BYTES, sniff
 
 UPLOADS_DIR = "uploads"
@@ -42,11 +43,15 @@ PARALLEL_HASH_BYTES = 64 * 1024
 _HASHERS = ThreadPoolExecutor(max_workers=4, thread_name_prefix="hearth-upload-hash")
 
 
-class TooLarge(Exception):
+class TooLarge(errors.TooLarge):
     """A file went past the per-file size limit while it was being written."""
 
     def __init__(self, limit: int, message: str | None = None) -> None:
-        super().__init__(message or f"a file is over the upload limit of {limit} bytes")
+        # The rest of the body may be unread: the connection closes after the answer.
+        super().__init__(
+            message or f"a file is over the upload limit of {limit} bytes",
+            headers={"connection": "close"},
+        )
         self.limit = limit
 
 

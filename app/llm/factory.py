@@ -13,6 +13,9 @@ OpenAI-compatible kinds use `HearthAsyncOpenAI` (see its module for what it save
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
+
 from pydantic_ai.models import Model, create_async_httpx2_client
 from pydantic_ai.profiles import ModelProfile
 from pydantic_ai.settings import ModelSettings
@@ -23,6 +26,9 @@ from app.llm.wire.openai_client import HearthAsyncOpenAI
 
 MAX_RETRIES = 3
 REQUEST_TIMEOUT_SECONDS = 300.0
+AgentT = TypeVar("AgentT")
+_Key = tuple[str, str | None, str | None]
+
 OPENAI_COMPATIBLE = frozenset({"openai", "openrouter", "lmstudio", "ollama"})
 
 
@@ -52,26 +58,38 @@ def model_settings(model: ModelInfo) -> ModelSettings:
 
 
 class ModelCache:
-    """One pydantic-ai model per configured model, built on first use and kept.
+    """One pydantic-ai model per configured model, and its agent, built on first use and kept.
 
     A model owns its provider client and that client's connection pool, so keeping it means
     every turn reuses warm connections (and TLS sessions) instead of building a client, with
-    its certificate store, per turn. The key holds everything the model is built from.
+    its certificate store, per turn. Its agent (tool schemas and all) is kept beside it, under
+    the same key: the key holds everything the model is built from.
     """
 
     def __init__(self) -> None:
-        self._models: dict[tuple[str, str | None, str | None], Model] = {}
+        self._models: dict[_Key, Model] = {}
+        self._agents: dict[_Key, Any] = {}
 
-    def __contains__(self, model_id: object) -> bool:
-        """Whether a model of this id has been built."""
-        return any(key[0] == model_id for key in self._models)
+    @staticmethod
+    def _key(model: ModelInfo, registry: ModelRegistry) -> _Key:
+        return (model.id, model.base_url, registry.api_key(model.provider))
 
     def get(self, model: ModelInfo, registry: ModelRegistry) -> Model:
-        key = (model.id, model.base_url, registry.api_key(model.provider))
+        key = self._key(model, registry)
         built = self._models.get(key)
         if built is None:
             built = self._models[key] = build_model(model, registry)
         return built
+
+    def agent(
+        self, model: ModelInfo, registry: ModelRegistry, make: Callable[[Model], AgentT]
+    ) -> AgentT:
+        """The agent `make` builds for the model, built once (one kind of agent per model)."""
+        key = self._key(model, registry)
+        agent = self._agents.get(key)
+        if agent is None:
+            agent = self._agents[key] = make(self.get(model, registry))
+        return cast(AgentT, agent)
 
 
 def build_model(model: ModelInfo, registry: ModelRegistry) -> Model:

@@ -17,7 +17,7 @@ from typing import Annotated
 import orjson
 from fastapi import Query
 
-from app.core.errors import unprocessable
+from app.core.errors import Invalid
 
 LimitQuery = Annotated[int, Query(ge=1, le=200, description="Page size (at most 200)")]
 CursorQuery = Annotated[
@@ -52,6 +52,4 @@ class Cursor:
             # In UTC, as stored: a time that has no UTC form (year 1 at +14:00) fails here.
             return cls(parsed.astimezone(UTC), uuid.UUID(ident))
         except (ValueError, TypeError, OverflowError, UnicodeError, orjson.JSONDecodeError) as exc:
-            raise unprocessable(
-                ("query", "cursor"), "cursor is not one this server issued"
-            ) from exc
+            raise Invalid(("query", "cursor"), "cursor is not one this server issued") from exc

@@ -15,6 +15,10 @@ class ErrorOut(BaseModel):
     detail: str
 
 
+class HealthOut(BaseModel):
+    status: str
+
+
 def error_responses(*codes: int) -> dict[int | str, dict[str, object]]:
     """OpenAPI entries for error answers, all of the `{"detail": "..."}` form."""
     descriptions = {

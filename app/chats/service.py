@@ -1,0 +1,342 @@
+"""What a user does with a chat, between the routes and storage: one function per action.
+
+Routes parse a request, call one of these and render what it returns; everything a user can be
+refused is a `HearthError` raised here (docs/http-api.md, "Errors and conventions"). Starting a
+turn is one sequence wherever it happens (a new message, the last approval of a paused turn, a
+summary on request): take the chat's turn lease, close what a dead turn left open
+(`_take_lease`), store what the turn starts from, and hand the lease to the turn supervisor.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
+
+from app.agent import approvals, leases
+from app.agent.activations import list_activations, reset_activations
+from app.agent.capabilities.recorder import round_row
+from app.agent.summaries import NothingToCover, SummaryFailed, summarise
+from app.agent.turn import Turn, TurnPlan
+from app.chats import repository
+from app.core.errors import Conflict, Invalid, NotFound, UpstreamFailed
+from app.llm.registry import ModelInfo
+from app.models import Chat, ChatSummary, Message, Upload
+from app.services import Services
+
+TITLE_LENGTH = 80
+CHAT_NOT_FOUND = "chat not found"
+WAITS_FOR_APPROVALS = "the turn waits for approvals: answer them, or stop the turn"
+TURN_RUNNING = "a turn is already running in this chat"
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    tool_call_id: str
+    approved: bool
+    note: str | None
+
+
+def usable_model(services: Services, model_id: str | None) -> ModelInfo:
+    """The model a chat or turn may use, or a 422 on `body.model` that says why not."""
+    registry = services.registry
+    if model_id is None:
+        default = registry.default_model()
+        if default is None:
+            raise Invalid(("body", "model"), "no model is available; configure a provider")
+        return default
+    model = registry.get(model_id)
+    if model is None:
+        raise Invalid(("body", "model"), f"unknown model {model_id!r}; see GET /api/models")
+    if not registry.is_available(model):
+        reason = (
+            f"set {model.provider.api_key_env}"
+            if model.provider.api_key_env and registry.api_key(model.provider) is None
+            else "its server does not answer"
+        )
+        raise Invalid(("body", "model"), f"model {model_id!r} is not available ({reason})")
+    return model
+
+
+async def owned_chat(db: AsyncSession, user_id: uuid.UUID, chat_id: uuid.UUID) -> Chat:
+    chat = await repository.get_chat(db, user_id, chat_id)
+    if chat is None:
+        raise NotFound(CHAT_NOT_FOUND)
+    return chat
+
+
+def title_from(content: str) -> str | None:
+    """A new chat's title: the first line of its first message."""
+    first = next((line.strip() for line in content.splitlines() if line.strip()), "")
+    return first[:TITLE_LENGTH] or None
+
+
+# -- chats -----------------------------------------------------------------------------------
+
+
+async def create_chat(
+    services: Services, db: AsyncSession, user_id: uuid.UUID, title: str | None, model: str | None
+) -> Chat:
+    now = services.clock.now()
+    chat = Chat(
+        user_id=user_id,
+        title=title,
+        model=usable_model(services, model).id,
+        created_at=now,
+        updated_at=now,
+    )
+    db.add(chat)
+    await db.commit()
+    return chat
+
+
+async def chat_detail(
+    services: Services, connection: AsyncConnection, user_id: uuid.UUID, chat_id: uuid.UUID
+) -> dict[str, Any]:
+    detail = await repository.chat_detail(connection, user_id, chat_id, services.clock.now())
+    if detail is None:
+        raise NotFound(CHAT_NOT_FOUND)
+    return detail
+
+
+async def update_chat(
+    services: Services,
+    db: AsyncSession,
+    user_id: uuid.UUID,
+    chat_id: uuid.UUID,
+    changes: dict[str, Any],
+) -> Chat:
+    """Rename a chat or switch its model; `changes` holds only the fields the client sent."""
+    chat = await owned_chat(db, user_id, chat_id)
+    if "model" in changes:
+        if changes["model"] is None:
+            raise Invalid(("body", "model"), "model cannot be null")
+        chat.model = usable_model(services, changes["model"]).id
+    if "title" in changes:
+        chat.title = changes["title"]
+    if changes:
+        repository.touch(chat, services.clock.now())
+    await db.commit()
+    return chat
+
+
+async def delete_chat(
+    services: Services, db: AsyncSession, user_id: uuid.UUID, chat_id: uuid.UUID
+) -> None:
+    """Delete a chat with everything in it; a running turn is stopped and waited for first."""
+    await owned_chat(db, user_id, chat_id)
+    await services.turns.stop_and_wait(chat_id, user_id)
+    if not await repository.delete_chat(db, user_id, chat_id):
+        raise NotFound(CHAT_NOT_FOUND)
+    await db.commit()
+
+
+# -- turns -----------------------------------------------------------------------------------
+
+
+async def _take_lease(
+    services: Services,
+    db: AsyncSession,
+    chat: Chat,
+    now: datetime,
+    *,
+    for_message: bool = False,
+    title: str | None = None,
+) -> str | None:
+    """Take the chat's turn lease for a new owner, or None when a live turn holds it.
+
+    A lease taken over from a turn whose process died closes what that turn left open.
+    """
+    owner = services.turns.new_owner()
+    previous_owner = chat.turn_owner
+    taken = await leases.acquire(
+        db,
+        chat.id,
+        chat.user_id,
+        owner,
+        now,
+        services.turns.lease,
+        for_message=for_message,
+        title=title,
+    )
+    if not taken:
+        return None
+    if previous_owner is not None:
+        await leases.settle_orphans(db, chat.id, now)
+    return owner
+
+
+async def _refuse_busy(db: AsyncSession, chat_id: uuid.UUID) -> Conflict:
+    if await approvals.has_pending(db, chat_id):
+        return Conflict(WAITS_FOR_APPROVALS)
+    return Conflict(TURN_RUNNING)
+
+
+async def send_message(
+    services: Services,
+    db: AsyncSession,
+    user_id: uuid.UUID,
+    chat_id: uuid.UUID,
+    content: str,
+    attachments: Sequence[uuid.UUID],
+    model_id: str | None,
+) -> Turn:
+    """Store the user's message and start the turn that answers it."""
+    chat = await owned_chat(db, user_id, chat_id)
+    if not content.strip() and not attachments:
+        raise Invalid(("body", "content"), "a message needs content or an attachment")
+    model = usable_model(services, model_id or chat.model)
+    attached = list(dict.fromkeys(attachments))
+    if attached:
+        owned = await db.scalar(
+            select(func.count())
+            .select_from(Upload)
+            .where(Upload.user_id == user_id, Upload.id.in_(attached))
+        )
+        if owned != len(attached):
+            raise NotFound("upload not found")
+    now = services.clock.now()
+    title = title_from(content) if chat.title is None else None
+    owner = await _take_lease(services, db, chat, now, for_message=True, title=title)
+    if owner is None:
+        raise await _refuse_busy(db, chat_id)
+    message = Message(
+        chat_id=chat_id,
+        role="user",
+        content=content,
+        status="ok",
+        meta={"attachments": [str(a) for a in attached]} if attached else {},
+        created_at=now,
+    )
+    db.add(message)
+    await db.flush()
+    # The first round's row, stored with the message: the turn starts without a write of its own.
+    first_round = round_row(chat_id, model.id, now, message.id)
+    db.add(first_round)
+    await db.commit()
+    plan = TurnPlan(
+        owner=owner,
+        user_id=user_id,
+        chat_id=chat_id,
+        user_message_id=message.id,
+        model=model,
+        first_round_id=first_round.id,
+    )
+    return services.turns.launch(plan)
+
+
+async def answer_approvals(
+    services: Services,
+    db: AsyncSession,
+    user_id: uuid.UUID,
+    chat_id: uuid.UUID,
+    decisions: Sequence[Decision],
+) -> Turn | list[str]:
+    """Store the decisions; the request that answers the last pending call resumes the turn.
+
+    Returns the resumed turn, or the tool call ids that still wait (none when another request
+    answering at the same moment resumed it).
+    """
+    chat = await owned_chat(db, user_id, chat_id)
+    ids = [d.tool_call_id for d in decisions]
+    if len(set(ids)) != len(ids):
+        raise Invalid(("body", "decisions"), "each tool_call_id may appear once")
+    pending = {call.tool_call_id: call for call in await approvals.pending_calls(db, chat_id)}
+    unknown = [i for i in ids if i not in pending]
+    if unknown:
+        raise NotFound(f"no pending tool call {unknown[0]!r} in this chat")
+    now = services.clock.now()
+    for decision in decisions:
+        row = pending[decision.tool_call_id].row_id
+        await approvals.record_decision(db, row, decision.approved, decision.note, now)
+    await db.commit()
+
+    calls = await approvals.pending_calls(db, chat_id)
+    waiting = [call.tool_call_id for call in calls if call.decision is None]
+    if waiting or not calls:
+        return waiting
+    round_model = await db.get(Message, calls[0].message_id)
+    model = usable_model(services, round_model.model if round_model else chat.model)
+    owner = await _take_lease(services, db, chat, now)
+    if owner is None:
+        await db.rollback()
+        return []
+    # Read again holding the lease: every decision, whichever request stored it.
+    calls = await approvals.pending_calls(db, chat_id)
+    question = await approvals.question_of(db, chat_id, calls[0].message_id)
+    await db.commit()
+    plan = TurnPlan(
+        owner=owner,
+        user_id=user_id,
+        chat_id=chat_id,
+        user_message_id=question,
+        model=model,
+        resume=approvals.deferred_results(calls),
+    )
+    return services.turns.launch(plan)
+
+
+async def stop_turn(
+    services: Services, db: AsyncSession, user_id: uuid.UUID, chat_id: uuid.UUID
+) -> Literal["stopping", "stopped"]:
+    """Stop the chat's running turn (`stopping`), or end a turn paused for approvals (`stopped`)."""
+    await owned_chat(db, user_id, chat_id)
+    if await services.turns.stop(chat_id, user_id):
+        return "stopping"
+    if await approvals.cancel_pending(db, chat_id, services.clock.now()):
+        await db.commit()
+        return "stopped"
+    raise Conflict("no turn is running in this chat")
+
+
+async def compact(
+    services: Services, db: AsyncSession, user_id: uuid.UUID, chat_id: uuid.UUID
+) -> ChatSummary:
+    """Summarise the chat's older messages now, holding its turn lease while the summary runs."""
+    chat = await owned_chat(db, user_id, chat_id)
+    model = usable_model(services, chat.model)
+    if await approvals.has_pending(db, chat_id):
+        raise Conflict(WAITS_FOR_APPROVALS)
+    owner = await _take_lease(services, db, chat, services.clock.now())
+    if owner is None:
+        raise Conflict("a turn is running in this chat")
+    await db.commit()
+    try:
+        async with services.turns.holding(owner):
+            return await summarise(services, chat_id, model)
+    except NothingToCover:
+        raise Invalid(
+            ("path", "chat_id"), "nothing to summarise: the chat is within the kept window"
+        ) from None
+    except SummaryFailed as exc:
+        raise UpstreamFailed(f"the summary request failed: {exc}") from None
+    finally:
+        await leases.release(db, chat_id, owner, services.clock.now())
+        await db.commit()
+
+
+# -- activations -----------------------------------------------------------------------------
+
+
+async def activations(
+    db: AsyncSession, user_id: uuid.UUID, chat_id: uuid.UUID
+) -> list[dict[str, Any]]:
+    await owned_chat(db, user_id, chat_id)
+    return await list_activations(db, chat_id)
+
+
+async def reset_chat_activations(
+    services: Services, db: AsyncSession, user_id: uuid.UUID, chat_id: uuid.UUID
+) -> None:
+    """Later turns start with no group active (a deliberate cache reset); 409 while one runs."""
+    chat = await owned_chat(db, user_id, chat_id)
+    now = services.clock.now()
+    if chat.turn_owner is not None and chat.turn_lease_until and chat.turn_lease_until >= now:
+        raise Conflict("a turn is running in this chat; stop it or wait for its end")
+    await reset_activations(db, chat_id)
+    await db.commit()

@@ -1,0 +1,28 @@
+"""The tool catalogue and a chat's activations as the API shows them."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel
+
+
+class ToolOut(BaseModel):
+    name: str
+    description: str
+
+
+class GroupOut(BaseModel):
+    group: str
+    kind: Literal["builtin", "mcp"]
+    description: str
+    status: Literal["starting", "available", "unavailable"]
+    tools: list[ToolOut]
+
+
+class ActivationOut(BaseModel):
+    kind: Literal["builtin", "mcp"]
+    ref: str
+    message_id: int
+    created_at: datetime

@@ -1,6 +1,6 @@
 """Every private SDK method hearth overrides, pinned: its signature and the effect hearth needs.
 
-hearth subclasses SDK classes and overrides their private methods (app/llm/openai_client.py,
+hearth subclasses SDK classes and overrides their private methods (app/llm/wire/openai_client.py,
 openai_wire.py, anthropic_wire.py). Private names carry no compatibility promise, and
 pyproject.toml's `~=` bounds let a new patch release in, so for each override this file checks:
 
@@ -55,13 +55,13 @@ from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 from pydantic_ai.tools import ToolDefinition
 
-from app.llm.anthropic_wire import HearthAnthropicModel
 from app.llm.config import ProviderConfig
 from app.llm.dtl import ACTIVATED_KEY, GROUP_KEY, TAIL_REF
 from app.llm.factory import MAX_RETRIES, build_model, model_settings
-from app.llm.openai_client import HearthAsyncOpenAI
-from app.llm.openai_wire import HearthOpenAIChatModel
 from app.llm.registry import ModelRegistry
+from app.llm.wire.anthropic import HearthAnthropicModel
+from app.llm.wire.openai import HearthOpenAIChatModel
+from app.llm.wire.openai_client import HearthAsyncOpenAI
 from tests.fakes.providers import FakeAnthropic, FakeOpenAI, FakeProviderServer, Reply
 
 # --- what was overridden, and the SDK signature it was written against ----------------------
@@ -164,15 +164,15 @@ PREPARED_FIELDS = {"system_prompt", "anthropic_messages", "tools"}
 """What `HearthAnthropicModel._prepare_messages_create` reads and rewrites on the SDK's result."""
 
 PUBLIC_OVERRIDES = {
-    "app.llm.openai_client._Completions.create",
-    "app.llm.openai_client._Chat.completions",
-    "app.llm.openai_client.HearthAsyncOpenAI.chat",
-    "app.llm.openai_client.HearthAsyncOpenAI.user_agent",
+    "app.llm.wire.openai_client._Completions.create",
+    "app.llm.wire.openai_client._Chat.completions",
+    "app.llm.wire.openai_client.HearthAsyncOpenAI.chat",
+    "app.llm.wire.openai_client.HearthAsyncOpenAI.user_agent",
 }
 """Public SDK names hearth overrides, covered elsewhere: tests/llm/test_openai_client.py compares
 hearth's client with the stock one on the wire, tests/llm/test_factory.py checks `user_agent`."""
 
-HEARTH_MODULES = ["app.llm.openai_client", "app.llm.openai_wire", "app.llm.anthropic_wire"]
+HEARTH_MODULES = ["app.llm.wire.openai_client", "app.llm.wire.openai", "app.llm.wire.anthropic"]
 
 
 class _AnyDefault:
@@ -279,10 +279,10 @@ def test_private_sdk_names_the_overrides_use() -> None:
     completions = AsyncCompletions(client)
     assert getattr(completions, "_post", None) == client.post, (
         "openai.resources.chat.completions.AsyncCompletions._post is no longer the client's "
-        "post: app.llm.openai_client._Completions.create posts through it"
+        "post: app.llm.wire.openai_client._Completions.create posts through it"
     )
     assert getattr(AsyncChat(client), "_client", None) is client, (
-        "openai.resources.chat.AsyncChat._client is gone: app.llm.openai_client._Chat reads it"
+        "openai.resources.chat.AsyncChat._client is gone: app.llm.wire.openai_client._Chat reads it"
     )
     assert isinstance(getattr(client, "_version", None), str), (
         "openai.AsyncOpenAI._version is gone: HearthAsyncOpenAI.user_agent reads it"
@@ -314,7 +314,7 @@ def test_every_sdk_name_hearth_overrides_is_pinned() -> None:
         if pin.hearth is not None
     }
     attribute = UNSUPPORTED_FILE_INPUTS.rsplit(".", 1)[1]
-    pinned.add(f"app.llm.openai_wire.HearthOpenAIChatModel.{attribute}")
+    pinned.add(f"app.llm.wire.openai.HearthOpenAIChatModel.{attribute}")
     pinned |= PUBLIC_OVERRIDES
     found = sdk_names_overridden()
     assert found - pinned == set(), (

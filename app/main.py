@@ -8,7 +8,6 @@ building an app is cheap and side-effect free apart from the secret key file on 
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -20,7 +19,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.agent.supervisor import TurnSupervisor
-from app.agent.warmup import warm_up
+from app.agent.warmup import settle_heap, warm_up
 from app.api import (
     approvals,
     auth,
@@ -109,10 +108,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
         if services.ingestor is not None:
             services.ingestor.start()  # takes up pending ingestions in the background
         sweeping = start_sweep(settings.data_dir)
-        # Everything built so far lives as long as the process: keep it out of the collector's
-        # way, so full collections stay short instead of pausing a turn for hundreds of ms.
-        gc.collect()
-        gc.freeze()
+        settle_heap()
         try:
             yield
         finally:

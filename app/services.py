@@ -7,23 +7,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import TYPE_CHECKING
 
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
+from app.agent.supervisor import TurnSupervisor
 from app.auth.sessions import SessionPolicy
 from app.auth.tokens import TokenCodec
 from app.clock import Clock
+from app.knowledge.ingest import Ingestor
 from app.llm.factory import ModelCache
 from app.llm.registry import ModelRegistry
 from app.settings import Settings
 from app.tools.catalogue import Catalogue
 from app.tools.groups import GroupCall, no_group_call
-
-if TYPE_CHECKING:
-    from app.agent.supervisor import TurnSupervisor
-    from app.knowledge.ingest import Ingestor
-    from app.tools.mcp.groups import McpGroups
+from app.tools.mcp.groups import McpGroups
 
 
 @dataclass
@@ -45,17 +42,11 @@ class Services:
     ingestor: Ingestor | None = None
     """Makes uploaded documents searchable, in the background."""
     turns: TurnSupervisor = field(init=False)
-    _policy: tuple[Settings, SessionPolicy] | None = field(default=None, init=False, repr=False)
     """The turns running in this process; attached by `create_app`."""
 
     @property
     def session_policy(self) -> SessionPolicy:
-        settings = self.settings
-        cached = self._policy
-        if cached is None or cached[0] is not settings:
-            policy = SessionPolicy(
-                idle=timedelta(days=settings.session_idle_days),
-                lifetime=timedelta(days=settings.session_max_days),
-            )
-            self._policy = cached = (settings, policy)
-        return cached[1]
+        return SessionPolicy(
+            idle=timedelta(days=self.settings.session_idle_days),
+            lifetime=timedelta(days=self.settings.session_max_days),
+        )

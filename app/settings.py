@@ -56,7 +56,6 @@ class Settings(BaseSettings):
     """Earlier questions' large tool returns go out as receipts (request-time compaction)."""
     search_budget: int = Field(default=5, ge=0)
     summary_model: str = ""
-    title_model: str = ""
 
     @field_validator("allowed_origins", mode="before")
     @classmethod
@@ -103,10 +102,6 @@ class Settings(BaseSettings):
                 "user's cookies, so name each origin (https://app.example.com,...)"
             )
         return self
-
-    @property
-    def is_sqlite(self) -> bool:
-        return self.database_url.startswith("sqlite")
 
     @cached_property
     def signing_key(self) -> str:

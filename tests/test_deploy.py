@@ -353,7 +353,6 @@ def test_settings_build_from_the_container_environment(
     assert settings.data_dir == Path("/data")
     assert settings.secret_key is not None
     assert settings.secret_key.get_secret_value() == env[SECRET]
-    assert not settings.is_sqlite
 
 
 # --- the image -------------------------------------------------------------------------------

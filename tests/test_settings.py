@@ -39,7 +39,7 @@ def test_defaults_are_the_embedded_ones() -> None:
     assert settings.compact_threshold == 0.6
     assert settings.compact_keep == 10
     assert settings.search_budget == 5
-    assert (settings.summary_model, settings.title_model) == ("", "")
+    assert settings.summary_model == ""
 
 
 def test_environment_overrides(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,8 +1,9 @@
 """The message builder: stored rows -> the pydantic-ai message history a model is sent.
 
-It is a pure function of the rows (and, as later features land, the serving model and the tool
-catalogue): the same rows give the same history, which keeps provider prompt caches warm across
-turns and makes golden wire tests possible.
+It is a pure function of the rows (messages, tool calls, activations, the summary in force): the
+same rows give the same history, which keeps provider prompt caches warm across turns and makes
+golden wire tests possible. What differs per serving model (DTL rendering, media) is decided
+later, by the request's capabilities and the model class, from neutral metadata set here.
 
 - A user message becomes a request with its text; its id and its attachments (references, not
   bytes) ride in the request's metadata, for the media router that decides per serving model

@@ -37,6 +37,7 @@ def is_medium(mime: str) -> bool:
 
 
 def admitted(mime: str, capabilities: Collection[str]) -> bool:
+    """Whether a model with `capabilities` may be shown a file of type `mime`."""
     capability = CAPABILITY_OF.get(mime)
     return capability is not None and capability in capabilities
 

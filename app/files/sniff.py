@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import codecs
 import os
-from pathlib import Path
 
 import filetype
 
@@ -158,9 +157,3 @@ def sniff(head: bytes) -> str:
 def sniff_fd(fd: int) -> str:
     """The type of the open file `fd`, read at offset 0 without moving its position."""
     return sniff(os.pread(fd, SNIFF_BYTES, 0))
-
-
-def sniff_path(path: Path) -> str:
-    """The type of the file at `path`."""
-    with path.open("rb") as handle:
-        return sniff(handle.read(SNIFF_BYTES))

@@ -1,1 +1,2 @@
-"""Models: the providers file, the model registry, and (later) model factories."""
+"""Models: the providers file, the registry, the factory and cache of built models, and each
+provider's request shapes (`wire/`)."""

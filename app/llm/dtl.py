@@ -11,8 +11,8 @@ model class reads the same neutral facts and shapes its own wire:
 - a tool return that produced media (`read_file` on an image, say) carries their references,
   `[{path, mime, size}]`, in its metadata (`MEDIA_KEY`); a user request carries its
   attachments the same way; the media router turns them into parts or notes per model;
-- the dynamic tail (date and time, later notices) is a `SystemPromptPart` marked with
-  `TAIL_REF` at the very end of the outgoing request, placed by `RequestTail`; each provider
+- the dynamic tail (date and time, budget notices) is a `SystemPromptPart` marked with
+  `TAIL_REF` at the very end of the outgoing request, placed by `RequestShape`; each provider
   renders it after the conversation.
 
 Metadata never reaches a provider by itself: pydantic-ai sends neither field.
@@ -25,7 +25,10 @@ from dataclasses import replace
 from typing import Any, TypeGuard
 
 from pydantic_ai.messages import ModelMessage, ModelRequest, SystemPromptPart, ToolReturnPart
+from pydantic_ai.profiles import ModelProfile
 from pydantic_ai.tools import ToolDefinition
+
+from app.llm.config import DtlMode
 
 GROUP_KEY = "hearth_group"
 ACTIVATED_KEY = "hearth_activated"
@@ -88,8 +91,23 @@ def split_tail(messages: Sequence[ModelMessage]) -> tuple[list[ModelMessage], st
     return out, tail
 
 
+class HearthProfile(ModelProfile, total=False):
+    """pydantic-ai's model profile with the DTL mode the model's provider renders (docs/wire.md
+    §2). Profiles merge by dict spread, so the key survives the provider's defaults."""
+
+    dtl_mode: DtlMode
+
+
+def profile_dtl_mode(profile: ModelProfile) -> DtlMode:
+    mode = profile.get("dtl_mode", "none")
+    return mode if mode in ("anthropic_tool_reference", "kimi_system_tools") else "none"
+
+
 def dtl_mode_of(model: Any) -> str:
-    """The DTL mode of the model serving a request (through any wrapper), `none` by default."""
+    """The DTL mode of the model serving a request (through any wrapper), `none` by default.
+
+    A provider's model class renders only its own mode (`HearthAnthropicModel.dtl_mode`); a
+    model without DTL support (the demo) reads `none`."""
     while model is not None:
         mode = getattr(model, "dtl_mode", None)
         if isinstance(mode, str):

@@ -17,10 +17,10 @@ from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
 from pydantic_ai.models import Model, create_async_httpx2_client
-from pydantic_ai.profiles import ModelProfile
 from pydantic_ai.settings import ModelSettings
 
 from app.llm.demo import demo_model
+from app.llm.dtl import HearthProfile
 from app.llm.registry import ModelInfo, ModelRegistry
 from app.llm.wire.openai_client import HearthAsyncOpenAI
 
@@ -36,10 +36,11 @@ class ModelUnavailable(Exception):
     """The model's provider is not usable now (missing key, unknown kind)."""
 
 
-def capability_profile(model: ModelInfo) -> ModelProfile:
-    """File input from hearth's capabilities alone, and the tail in its own place."""
+def capability_profile(model: ModelInfo) -> HearthProfile:
+    """File input from hearth's capabilities alone, the tail in its own place, the DTL mode."""
     capabilities = set(model.capabilities)
-    return ModelProfile(
+    return HearthProfile(
+        dtl_mode=model.dtl_mode,
         supports_image_input="vision" in capabilities,
         supports_document_input="document" in capabilities,
         supports_video_input="video" in capabilities,
@@ -116,7 +117,6 @@ def build_model(model: ModelInfo, registry: ModelRegistry) -> Model:
             name,
             provider=AnthropicProvider(anthropic_client=client),
             profile=profile,
-            dtl_mode=model.dtl_mode,
         )
     if kind == "moonshot":
         from pydantic_ai.providers.moonshotai import MoonshotAIProvider
@@ -124,18 +124,14 @@ def build_model(model: ModelInfo, registry: ModelRegistry) -> Model:
         from app.llm.wire.openai import HearthOpenAIChatModel
 
         moonshot = MoonshotAIProvider(openai_client=_openai_client(model, api_key or "missing"))
-        return HearthOpenAIChatModel(
-            name, provider=moonshot, profile=profile, dtl_mode=model.dtl_mode
-        )
+        return HearthOpenAIChatModel(name, provider=moonshot, profile=profile)
     if kind in OPENAI_COMPATIBLE:
         from pydantic_ai.providers.openai import OpenAIProvider
 
         from app.llm.wire.openai import HearthOpenAIChatModel
 
         provider = OpenAIProvider(openai_client=_openai_client(model, api_key or "not-needed"))
-        return HearthOpenAIChatModel(
-            name, provider=provider, profile=profile, dtl_mode=model.dtl_mode
-        )
+        return HearthOpenAIChatModel(name, provider=provider, profile=profile)
     raise ModelUnavailable(f"provider kind {kind!r} has no model factory")
 
 

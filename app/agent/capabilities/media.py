@@ -43,7 +43,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models import ModelRequestContext
 
-from app.files.media import CAPABILITY_OF
+from app.files.media import CAPABILITY_OF, admitted
 from app.files.roots import OutsideRoot, resolve_inside
 from app.llm.dtl import MEDIA_KEY, MESSAGE_ID_KEY
 from app.llm.media_policy import Policy
@@ -167,9 +167,9 @@ class MediaRouter(AbstractCapability[Any]):
     ) -> BinaryContent | None:
         """The medium as the model gets it, or None when it may not or cannot go in."""
         mime = str(medium.get("mime", ""))
-        capability = CAPABILITY_OF.get(mime)
-        if capability is None or capability not in policy.capabilities:
+        if not admitted(mime, policy.capabilities):
             return None
+        capability = CAPABILITY_OF[mime]
         cap = policy.caps[capability]
         key = (str(medium.get("path", "")), cap)
         if key not in self._read:

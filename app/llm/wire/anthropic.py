@@ -26,17 +26,24 @@ from pydantic_ai.models import ModelRequestParameters
 from pydantic_ai.models.anthropic import AnthropicModel
 
 from app.llm.config import DtlMode
-from app.llm.dtl import ACTIVATED_KEY, activated_by, group_of, split_tail, tools_by_group
+from app.llm.dtl import (
+    ACTIVATED_KEY,
+    activated_by,
+    group_of,
+    profile_dtl_mode,
+    split_tail,
+    tools_by_group,
+)
 
 EPHEMERAL: dict[str, str] = {"type": "ephemeral"}
 
 
 class HearthAnthropicModel(AnthropicModel):
-    def __init__(self, *args: Any, dtl_mode: DtlMode = "none", **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.dtl_mode: DtlMode = (
-            "anthropic_tool_reference" if dtl_mode == "anthropic_tool_reference" else "none"
-        )
+    @property
+    def dtl_mode(self) -> DtlMode:
+        """The profile's DTL mode when it is Anthropic's own, `none` otherwise."""
+        mode = profile_dtl_mode(self.profile)
+        return "anthropic_tool_reference" if mode == "anthropic_tool_reference" else "none"
 
     async def _prepare_messages_create(
         self,

@@ -34,7 +34,14 @@ from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import ToolDefinition
 
 from app.llm.config import DtlMode
-from app.llm.dtl import ACTIVATED_KEY, activated_by, group_of, is_tail, tools_by_group
+from app.llm.dtl import (
+    ACTIVATED_KEY,
+    activated_by,
+    group_of,
+    is_tail,
+    profile_dtl_mode,
+    tools_by_group,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,9 +57,11 @@ class HearthOpenAIChatModel(OpenAIChatModel):
     # Video goes as `video_url` below, so the profile may say so when the model has `video`.
     _unsupported_file_inputs = frozenset()
 
-    def __init__(self, *args: Any, dtl_mode: DtlMode = "none", **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.dtl_mode: DtlMode = "kimi_system_tools" if dtl_mode == "kimi_system_tools" else "none"
+    @property
+    def dtl_mode(self) -> DtlMode:
+        """The profile's DTL mode when it is Kimi's system tools, `none` otherwise."""
+        mode = profile_dtl_mode(self.profile)
+        return "kimi_system_tools" if mode == "kimi_system_tools" else "none"
 
     def _get_tool_choice(self, model_settings: Any, model_request_parameters: Any) -> Any:
         tools, choice = super()._get_tool_choice(model_settings, model_request_parameters)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import uuid
 from collections import defaultdict
 from datetime import datetime
-from typing import Any
 
 from sqlalchemy import and_, bindparam, delete, or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
@@ -87,48 +86,49 @@ async def delete_chat(db: AsyncSession, user_id: uuid.UUID, chat_id: uuid.UUID) 
 
 async def chat_detail(
     connection: AsyncConnection, user_id: uuid.UUID, chat_id: uuid.UUID, now: datetime
-) -> dict[str, Any] | None:
+) -> views.ChatDetailView | None:
     """The chat with messages, tool calls and uploads as JSON-ready dicts; None if not theirs."""
     keys = {"chat_id": chat_id, "user_id": user_id}
     chat = (await connection.execute(_CHAT_DETAIL, keys)).first()
     if chat is None:
         return None
-    messages = (await connection.execute(_MESSAGES, keys)).all()
-    tools_by_message: dict[int, list[dict[str, Any]]] = defaultdict(list)
-    for tool in (await connection.execute(_TOOL_CALLS, keys)).all():
-        tools_by_message[tool[0]].append(views.tool_call(tool))
+    messages = [views.MessageRow._make(r) for r in await connection.execute(_MESSAGES, keys)]
+    tools_by_message: dict[int, list[views.ToolCallView]] = defaultdict(list)
+    for tool in await connection.execute(_TOOL_CALLS, keys):
+        row = views.ToolRow._make(tool)
+        tools_by_message[row.message_id].append(views.tool_call(row))
 
-    meta_index = views.MESSAGE_COLUMNS.index("meta")
     attachment_ids = {
         uuid.UUID(str(upload_id))
         for message in messages
-        if message[meta_index]
-        for upload_id in message[meta_index].get("attachments", ())
+        if message.meta
+        for upload_id in message.meta.get("attachments", ())
     }
-    uploads: dict[str, dict[str, Any]] = {}
+    uploads: dict[str, views.UploadView] = {}
     if attachment_ids:
-        rows = (await connection.execute(_UPLOADS, {**keys, "ids": list(attachment_ids)})).all()
-        uploads = {str(row[0]): views.upload(row) for row in rows}
+        found = await connection.execute(_UPLOADS, {**keys, "ids": list(attachment_ids)})
+        uploads = {str(row.id): views.upload(row) for row in views.upload_rows(found)}
 
     # A question's citations and status go on its final message: its latest assistant round.
     questions = await evidence.question_views(connection, chat_id)
     final: dict[int, int] = {}
     for message in messages:
-        question_id = (message[meta_index] or {}).get("question_id")
+        question_id = (message.meta or {}).get("question_id")
         if question_id in questions:
-            final[question_id] = message[0]
+            final[question_id] = message.id
     by_final = {message_id: questions[q] for q, message_id in final.items()}
+    summaries = await connection.execute(_SUMMARIES, keys)
     return {
         **views.chat(chat, now),
         "messages": [
             views.message(
-                message, tools_by_message.get(message[0], []), uploads, by_final.get(message[0])
+                message, tools_by_message.get(message.id, []), uploads, by_final.get(message.id)
             )
             for message in messages
         ],
         "summaries": [
             {"id": i, "covers_up_to_message_id": c, "content": text, "created_at": at}
-            for i, c, text, at in (await connection.execute(_SUMMARIES, keys)).all()
+            for i, c, text, at in summaries
         ],
     }
 

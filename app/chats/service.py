@@ -24,6 +24,7 @@ from app.agent.capabilities.recorder import round_row
 from app.agent.summaries import NothingToCover, SummaryFailed, summarise
 from app.agent.turn import Turn, TurnPlan
 from app.chats import repository
+from app.chats.views import ChatDetailView
 from app.core.errors import Conflict, Invalid, NotFound, UpstreamFailed
 from app.llm.registry import ModelInfo
 from app.models import Chat, ChatSummary, Message, Upload
@@ -97,7 +98,7 @@ async def create_chat(
 
 async def chat_detail(
     services: Services, connection: AsyncConnection, user_id: uuid.UUID, chat_id: uuid.UUID
-) -> dict[str, Any]:
+) -> ChatDetailView:
     detail = await repository.chat_detail(connection, user_id, chat_id, services.clock.now())
     if detail is None:
         raise NotFound(CHAT_NOT_FOUND)

@@ -33,6 +33,7 @@ LAYERS: dict[str, int] = {
     "services": 4,
     "chats": 5,
     "users": 5,
+    "uploads": 5,
     "api": 6,
     "main": 7,
     "cli": 8,

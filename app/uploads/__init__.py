@@ -1,0 +1,1 @@
+"""Uploads as a user sees them: receiving files, listing, re-ingesting and deleting them."""

@@ -22,6 +22,7 @@ from typing import Any, Final
 from pydantic_ai.exceptions import (
     ModelAPIError,
     ModelConnectionError,
+    ModelHTTPError,
     UnexpectedModelBehavior,
     UsageLimitExceeded,
 )
@@ -65,9 +66,29 @@ def provider_error(error: BaseException) -> str | None:
         return "The connection to the model provider failed before the answer was complete."
     if isinstance(error, UnexpectedModelBehavior):
         return "The model's answer could not be used."
+    if isinstance(error, ModelHTTPError):
+        said = provider_message(error.body)
+        answer = f"The model provider answered {error.status_code}"
+        return f"{answer}: {said}" if said else f"{answer}."
     if isinstance(error, ModelAPIError):
-        return str(error) or type(error).__name__  # the provider's own answer
+        return f"The model request failed: {error.message}"
     return None
+
+
+def provider_message(body: object, limit: int = 500) -> str | None:
+    """The sentence a provider put in its error body (`{"error": {"message": ...}}` and the
+    like), or the body itself when it is text; None when there is none."""
+    for _ in range(3):  # {"error": {"message": ...}} is the deepest shape providers use
+        if not isinstance(body, dict):
+            break
+        body = next(
+            (body[key] for key in ("error", "message", "detail") if body.get(key)),
+            None,
+        )
+    if not isinstance(body, str) or not body.strip():
+        return None
+    text = " ".join(body.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def user_facing_error(error: BaseException, max_rounds: int, reference: str | None = None) -> str:

@@ -200,105 +200,34 @@ class Turn:
     # -- the run -----------------------------------------------------------------------------
 
     async def run(self) -> None:
-        services, plan = self.services, self.plan
+        plan = self.plan
         recorder = Recorder(
-            services.sessions,
+            self.services.sessions,
             plan.chat_id,
             plan.model.id,
-            services.clock,
+            self.services.clock,
             plan.user_message_id,
             plan.first_round_id,
         )
         if plan.resume is not None:
             await recorder.adopt_pending()
-        request_log = RequestLog(
-            services.sessions,
-            user_id=plan.user_id,
-            chat_id=plan.chat_id,
-            model_id=plan.model.id,
-            provider=plan.model.provider.id,
-            clock=services.clock,
-            message_id=lambda: recorder.round.message_id if recorder.round else None,
-        )
-        max_rounds = services.settings.max_rounds
         reference = current_request_id()
         context = {"request_id": reference, "chat_id": str(plan.chat_id)}
-        ended: str | None = None
-        """What the stored chat says about how the turn ended, if it failed."""
         stream = TurnEventStream(
             sdk_version=SDK_VERSION,
             server_message_id=f"turn-{plan.user_message_id}",
             user_message_id=None if plan.resume is not None else plan.user_message_id,
             usage=recorder.usage.as_dict,
             citations=lambda: self._citations(recorder),
-            max_rounds=max_rounds,
+            max_rounds=self.services.settings.max_rounds,
             reference=reference,
         )
+        ended: str | None = None
+        """What the stored chat says about how the turn ended, if it failed."""
         try:
-            history = await self._history()
-            if plan.resume is None and due(history.rows, services.settings, plan.model):
-                stream.compaction = await self._compact()
-                if stream.compaction is not None:
-                    history = await self._history()
-            summary = history.summary
-            covered = summary.covers_up_to_message_id if summary else 0
-            compaction = (
-                [ToolReturnCompaction(plan.user_message_id, history.capsule)]
-                if services.settings.compact_tool_returns
-                else []
-            )
-            catalogue = services.catalogue
-            agent = services.models.agent(plan.model, services.registry, turn_agent)
-            deps = TurnDeps(
-                user_id=plan.user_id,
-                chat_id=plan.chat_id,
-                file_root=user_root(services.settings.data_dir, plan.user_id),
-                storage_quota=services.settings.user_storage_bytes,
-                catalogue=catalogue,
-                active_groups={group for groups in history.anchors.values() for group in groups},
-                evidence=history.question,
-            )
-            async with agent.run_stream_events(
-                message_history=build_history(history.rows, history.anchors, covered),
-                instructions=[
-                    instructions(catalogue),
-                    *([summary_block(summary)] if summary else []),
-                ],
-                toolsets=[GroupToolset(services.group_call)],
-                capabilities=[
-                    recorder,
-                    request_log,
-                    *compaction,
-                    MediaRouter(deps.file_root, plan.user_message_id),
-                    RequestShape(services.clock, max_rounds),
-                ],
-                model_settings=model_settings(plan.model),
-                deps=deps,
-                output_type=TURN_OUTPUT,
-                deferred_tool_results=plan.resume,
-                usage_limits=UsageLimits(request_limit=max_rounds),
-                retries={"tools": max_rounds},
-                cancellation_token=self.cancellation,
-            ) as events:
-                async for chunk in stream.transform_stream(events):
-                    self._emit(stream.encode_event(chunk))
-            if stream.cancelled is not None or self.stop_requested:
-                await recorder.abort("cancelled", None)
-            elif stream.error is not None:
-                error = stream.error
-                internal = is_internal(error)
-                log.log(
-                    logging.ERROR if internal else logging.WARNING,
-                    "turn in chat %s ended by an error (request %s): %s",
-                    plan.chat_id,
-                    reference,
-                    error,
-                    exc_info=error if internal else None,
-                    extra=context,
-                )
-                status = end_status(error, recorder.streamed_in_open_round)
-                ended = user_facing_error(error, max_rounds, reference)
-                await recorder.abort(status, ended, last_failed=internal)
+            history = await self._history_for(stream)
+            await self._stream(history, recorder, stream)
+            ended = await self._settle(recorder, stream, context)
         except asyncio.CancelledError:
             # The service is shutting down: keep what was said, mark the round unfinished.
             ended = "the service stopped mid-turn"
@@ -316,6 +245,96 @@ class Turn:
                 self._emit(stream.encode_event(chunk))
         finally:
             await asyncio.shield(self._close_leftovers(recorder, ended, context))
+
+    async def _history_for(self, stream: TurnEventStream) -> _History:
+        """The history, after a summary first when the last request neared the context window."""
+        history = await self._history()
+        plan = self.plan
+        if plan.resume is None and due(history.rows, self.services.settings, plan.model):
+            stream.compaction = await self._compact()
+            if stream.compaction is not None:
+                history = await self._history()
+        return history
+
+    async def _stream(self, history: _History, recorder: Recorder, stream: TurnEventStream) -> None:
+        """The agent run, its events encoded for the client as they come."""
+        services, plan = self.services, self.plan
+        settings = services.settings
+        max_rounds = settings.max_rounds
+        summary = history.summary
+        catalogue = services.catalogue
+        deps = TurnDeps(
+            user_id=plan.user_id,
+            chat_id=plan.chat_id,
+            file_root=user_root(settings.data_dir, plan.user_id),
+            storage_quota=settings.user_storage_bytes,
+            catalogue=catalogue,
+            active_groups={group for groups in history.anchors.values() for group in groups},
+            evidence=history.question,
+        )
+        request_log = RequestLog(
+            services.sessions,
+            user_id=plan.user_id,
+            chat_id=plan.chat_id,
+            model_id=plan.model.id,
+            provider=plan.model.provider.id,
+            clock=services.clock,
+            message_id=lambda: recorder.round.message_id if recorder.round else None,
+        )
+        compaction = (
+            [ToolReturnCompaction(plan.user_message_id, history.capsule)]
+            if settings.compact_tool_returns
+            else []
+        )
+        agent = services.models.agent(plan.model, services.registry, turn_agent)
+        async with agent.run_stream_events(
+            message_history=build_history(
+                history.rows, history.anchors, summary.covers_up_to_message_id if summary else 0
+            ),
+            instructions=[instructions(catalogue), *([summary_block(summary)] if summary else [])],
+            toolsets=[GroupToolset(services.group_call)],
+            capabilities=[
+                recorder,
+                request_log,
+                *compaction,
+                MediaRouter(deps.file_root, plan.user_message_id),
+                RequestShape(services.clock, max_rounds),
+            ],
+            model_settings=model_settings(plan.model),
+            deps=deps,
+            output_type=TURN_OUTPUT,
+            deferred_tool_results=plan.resume,
+            usage_limits=UsageLimits(request_limit=max_rounds),
+            retries={"tools": max_rounds},
+            cancellation_token=self.cancellation,
+        ) as events:
+            async for chunk in stream.transform_stream(events):
+                self._emit(stream.encode_event(chunk))
+
+    async def _settle(
+        self, recorder: Recorder, stream: TurnEventStream, context: dict[str, Any]
+    ) -> str | None:
+        """Store how a run that returned ended: stopped, or failed (what the user is told)."""
+        if stream.cancelled is not None or self.stop_requested:
+            await recorder.abort("cancelled", None)
+            return None
+        error = stream.error
+        if error is None:
+            return None
+        internal = is_internal(error)
+        log.log(
+            logging.ERROR if internal else logging.WARNING,
+            "turn in chat %s ended by an error (request %s): %s",
+            self.plan.chat_id,
+            context["request_id"],
+            error,
+            exc_info=error if internal else None,
+            extra=context,
+        )
+        status = end_status(error, recorder.streamed_in_open_round)
+        told = user_facing_error(error, stream.max_rounds, context["request_id"])
+        await recorder.abort(status, told, last_failed=internal)
+        return told
 
     async def _abort(
         self, recorder: Recorder, status: str, error: str, *, last_failed: bool = False

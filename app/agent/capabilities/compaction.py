@@ -46,6 +46,7 @@ from pydantic_ai.models import ModelRequestContext
 from app.knowledge.evidence import KNOWLEDGE_SEARCH
 from app.llm.dtl import MESSAGE_ID_KEY
 from app.tools.activation import ACTIVATE_TOOLS
+from app.tools.deps import TurnDeps
 
 _T = TypeVar("_T")
 
@@ -143,7 +144,7 @@ def compact_earlier_returns(
     return out
 
 
-class ToolReturnCompaction(AbstractCapability[Any]):
+class ToolReturnCompaction(AbstractCapability[TurnDeps]):
     """One per turn. The earlier questions are the same objects in every request of a turn, so
     their compacted form is made once and reused; the question in progress is passed as is."""
 
@@ -158,7 +159,7 @@ class ToolReturnCompaction(AbstractCapability[Any]):
         self._compacted: list[ModelMessage] = []
 
     async def prepare_model_request(
-        self, ctx: RunContext[Any], request_context: ModelRequestContext
+        self, ctx: RunContext[TurnDeps], request_context: ModelRequestContext
     ) -> ModelRequestContext:
         messages = request_context.messages
         done = len(self._earlier)

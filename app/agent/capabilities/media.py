@@ -47,6 +47,7 @@ from app.files.media import CAPABILITY_OF, admitted
 from app.files.roots import OutsideRoot, resolve_inside
 from app.llm.dtl import MEDIA_KEY, MESSAGE_ID_KEY
 from app.llm.media_policy import Policy
+from app.tools.deps import TurnDeps
 
 MiB = 1024 * 1024
 MAX_MEDIA_PER_MESSAGE = 4
@@ -69,7 +70,7 @@ def media_label(index: int, total: int, tool: str, call_id: str, medium: dict[st
     )
 
 
-class MediaRouter(AbstractCapability[Any]):
+class MediaRouter(AbstractCapability[TurnDeps]):
     def __init__(self, root: Path, question_id: int) -> None:
         self.root = root
         self.question_id = question_id
@@ -77,7 +78,7 @@ class MediaRouter(AbstractCapability[Any]):
         self._read: dict[tuple[str, int], bytes | None] = {}
 
     async def prepare_model_request(
-        self, ctx: RunContext[Any], request_context: ModelRequestContext
+        self, ctx: RunContext[TurnDeps], request_context: ModelRequestContext
     ) -> ModelRequestContext:
         messages = request_context.messages
         if not any(_carries_media(m) for m in messages):

@@ -82,6 +82,7 @@ from app.knowledge.evidence import EVIDENCE_KEY
 from app.llm.dtl import MEDIA_KEY
 from app.models import ActivatedTool, ChatLlmTool, Message
 from app.tools.activation import ACTIVATE_TOOLS
+from app.tools.deps import TurnDeps
 from app.tools.writing import WRITE_FILE, check_room, preview, writable_content
 
 log = logging.getLogger("hearth.turns")
@@ -140,7 +141,7 @@ def tool_result_text(content: Any) -> tuple[str, str]:
     return orjson.dumps(content, default=str).decode(), "json"
 
 
-class Recorder(AbstractCapability[Any]):
+class Recorder(AbstractCapability[TurnDeps]):
     def __init__(
         self,
         sessions: async_sessionmaker[AsyncSession],
@@ -183,7 +184,7 @@ class Recorder(AbstractCapability[Any]):
     # -- rounds ------------------------------------------------------------------------------
 
     async def wrap_model_request(
-        self, ctx: RunContext[Any], *, request_context: Any, handler: Any
+        self, ctx: RunContext[TurnDeps], *, request_context: Any, handler: Any
     ) -> ModelResponse:
         await self._open_round()
         assert self.round is not None
@@ -223,7 +224,7 @@ class Recorder(AbstractCapability[Any]):
         return dataclasses.replace(response, parts=parts)
 
     async def before_tool_validate(
-        self, ctx: RunContext[Any], *, call: ToolCallPart, tool_def: ToolDefinition, args: Any
+        self, ctx: RunContext[TurnDeps], *, call: ToolCallPart, tool_def: ToolDefinition, args: Any
     ) -> Any:
         reason = self.refused.pop(call.tool_call_id, None)
         if reason is not None:
@@ -281,7 +282,7 @@ class Recorder(AbstractCapability[Any]):
 
     # -- streaming and tools -----------------------------------------------------------------
 
-    async def on_event(self, ctx: RunContext[Any], *, event: Any) -> None:
+    async def on_event(self, ctx: RunContext[TurnDeps], *, event: Any) -> None:
         current = self.round
         if isinstance(event, PartStartEvent) and current is not None:
             current.streamed = True
@@ -302,7 +303,7 @@ class Recorder(AbstractCapability[Any]):
         elif isinstance(event, DeferredToolRequestsEvent):
             await self._paused([call.tool_call_id for call in event.requests.approvals])
 
-    async def _tool_started(self, ctx: RunContext[Any], event: FunctionToolCallEvent) -> None:
+    async def _tool_started(self, ctx: RunContext[TurnDeps], event: FunctionToolCallEvent) -> None:
         part = event.part
         now = self.clock.now()
         adopted = self.adopted.pop(part.tool_call_id, None)
@@ -359,7 +360,9 @@ class Recorder(AbstractCapability[Any]):
             )
             await db.commit()
 
-    async def _tool_finished(self, ctx: RunContext[Any], event: FunctionToolResultEvent) -> None:
+    async def _tool_finished(
+        self, ctx: RunContext[TurnDeps], event: FunctionToolResultEvent
+    ) -> None:
         part = event.part
         row_id = self.running_tools.pop(part.tool_call_id, None)
         if row_id is None:
@@ -402,7 +405,7 @@ class Recorder(AbstractCapability[Any]):
                     now=self.clock.now(),
                 )
 
-    async def _record_activations(self, ctx: RunContext[Any], result: str) -> None:
+    async def _record_activations(self, ctx: RunContext[TurnDeps], result: str) -> None:
         """One `activated_tools` row per group the call activated, anchored at this round."""
         assert self.round is not None
         activated = [r["group"] for r in json.loads(result) if r.get("status") == "activated"]

@@ -18,7 +18,6 @@ builds new lists and parts, which pydantic-ai keeps out of the run's history.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 from pydantic_ai import RunContext
 from pydantic_ai.capabilities import AbstractCapability
@@ -28,25 +27,25 @@ from pydantic_ai.models import ModelRequestContext
 from app.agent.capabilities.budget import budget_notice
 from app.clock import Clock
 from app.llm.dtl import with_tail
+from app.tools.deps import TurnDeps
 
 
-class RequestShape(AbstractCapability[Any]):
+class RequestShape(AbstractCapability[TurnDeps]):
     def __init__(self, clock: Clock, max_rounds: int | None = None) -> None:
         self.clock = clock
         self.max_rounds = max_rounds
 
-    def tail(self, ctx: RunContext[Any] | None = None) -> str:
+    def tail(self, ctx: RunContext[TurnDeps] | None = None) -> str:
         now = self.clock.now()
         lines = [f"[hearth/context] Current date and time: {now:%A %d %B %Y, %H:%M} UTC."]
         if ctx is not None and self.max_rounds is not None:
-            evidence = getattr(ctx.deps, "evidence", None)
-            notice = budget_notice(evidence, ctx.usage.requests + 1, self.max_rounds)
+            notice = budget_notice(ctx.deps.evidence, ctx.usage.requests + 1, self.max_rounds)
             if notice:
                 lines.append(notice)
         return "\n".join(lines)
 
     async def prepare_model_request(
-        self, ctx: RunContext[Any], request_context: ModelRequestContext
+        self, ctx: RunContext[TurnDeps], request_context: ModelRequestContext
     ) -> ModelRequestContext:
         messages = with_tail(without_tool_deltas(request_context.messages), self.tail(ctx))
         return replace(request_context, messages=messages)

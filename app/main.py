@@ -59,8 +59,9 @@ log = logging.getLogger("hearth")
 
 
 def build_services(settings: Settings, clock: Clock | None = None) -> Services:
+    clock = clock or Clock()
     engine = create_engine(settings.database_url)
-    mcp = McpGroups(load_mcp_config(settings.mcp_file))
+    mcp = McpGroups(load_mcp_config(settings.mcp_file), clock)
     sessions = session_factory(engine)
     return Services(
         settings=settings,
@@ -68,7 +69,7 @@ def build_services(settings: Settings, clock: Clock | None = None) -> Services:
         sessions=sessions,
         codec=TokenCodec(settings.signing_key),
         registry=ModelRegistry.from_file(settings.providers_file),
-        clock=clock or Clock(),
+        clock=clock,
         catalogue=Catalogue(
             [
                 *(Entry("mcp", group) for group in mcp.groups()),
@@ -108,7 +109,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
         services.turns.start()
         if services.ingestor is not None:
             services.ingestor.start()  # takes up pending ingestions in the background
-        sweeping = start_sweep(settings.data_dir)
+        sweeping = start_sweep(settings.data_dir, services.clock)
         # Everything built so far lives as long as the process: keep it out of the collector's
         # way, so full collections stay short instead of pausing a turn for hundreds of ms.
         gc.collect()

@@ -2,27 +2,16 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+import time
+from datetime import UTC, datetime
 
 
 class Clock:
-    """Wall-clock time in UTC."""
+    """Wall-clock time in UTC, and a monotonic clock for measuring and spacing out."""
 
     def now(self) -> datetime:
         return datetime.now(UTC)
 
-
-class ShiftedClock(Clock):
-    """Wall-clock time moved by an offset that tests control (idle expiry, throttle windows)."""
-
-    def __init__(self) -> None:
-        self.offset = timedelta()
-
-    def now(self) -> datetime:
-        return datetime.now(UTC) + self.offset
-
-    def advance(self, **delta: float) -> None:
-        self.offset += timedelta(**delta)
-
-    def reset(self) -> None:
-        self.offset = timedelta()
+    def monotonic(self) -> float:
+        """Seconds from an arbitrary start that never go back: durations, waits between tries."""
+        return time.monotonic()

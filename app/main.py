@@ -58,8 +58,9 @@ log = logging.getLogger("hearth")
 
 
 def build_services(settings: Settings, clock: Clock | None = None) -> Services:
+    clock = clock or Clock()
     engine = create_engine(settings.database_url)
-    mcp = McpGroups(load_mcp_config(settings.mcp_file))
+    mcp = McpGroups(load_mcp_config(settings.mcp_file), clock)
     sessions = session_factory(engine)
     return Services(
         settings=settings,
@@ -67,7 +68,7 @@ def build_services(settings: Settings, clock: Clock | None = None) -> Services:
         sessions=sessions,
         codec=TokenCodec(settings.signing_key),
         registry=ModelRegistry.from_file(settings.providers_file),
-        clock=clock or Clock(),
+        clock=clock,
         catalogue=Catalogue(
             [
                 *(Entry("mcp", group) for group in mcp.groups()),
@@ -107,7 +108,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
         services.turns.start()
         if services.ingestor is not None:
             services.ingestor.start()  # takes up pending ingestions in the background
-        sweeping = start_sweep(settings.data_dir)
+        sweeping = start_sweep(settings.data_dir, services.clock)
         settle_heap()
         try:
             yield

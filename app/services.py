@@ -1,6 +1,7 @@
 """What a running hearth holds for the life of the process, built once in `create_app`.
 
-Routes reach it through `request.app.state.services`; tests swap pieces (the clock) on it.
+Routes reach it through `request.app.state.services`; tests swap pieces (the settings) on it. The
+clock is given to `create_app`, which hands it to everything that reads the time.
 """
 
 from __future__ import annotations

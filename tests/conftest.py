@@ -21,7 +21,6 @@ from app.api.auth import signed_in
 from app.auth.passwords import hash_password
 from app.auth.sessions import open_session
 from app.auth.tokens import CSRF_COOKIE, SESSION_COOKIE
-from app.clock import ShiftedClock
 from app.core.db.base import Base
 from app.core.db.engine import create_engine
 from app.core.db.migrate import upgrade
@@ -31,6 +30,7 @@ from app.services import Services
 from app.settings import Settings
 from app.users.service import create_user
 from tests import golden
+from tests.clock import ShiftedClock
 from tests.support import ROOT, Client, fresh_database, http_client, live_server
 
 BACKENDS = ["sqlite", "postgresql"]

@@ -8,16 +8,18 @@ other. Under `CI=true` an unreachable PostgreSQL fails the run instead of skippi
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 import secrets
 import socket
 import ssl
+import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import asyncpg
 import httpx
@@ -35,6 +37,53 @@ ROOT = Path(__file__).resolve().parents[1]
 TLS = ssl.create_default_context()
 """One TLS context for every test client: each client would otherwise load the CA bundle
 again (about 45 ms), though the tests only speak plain HTTP on loopback."""
+
+
+T = TypeVar("T")
+
+POLL_SECONDS = 0.02
+"""How often `wait_until` looks again."""
+
+
+async def wait_until(
+    condition: Callable[[], T | Awaitable[T]],
+    *,
+    within: float = 20,
+    failure: str | Callable[[], str] = "the condition never held",
+) -> T:
+    """Wait until `condition()` (a function or a coroutine function) gives something true, and
+    return that; fail with `failure` (a message, or a function that makes one) after `within`.
+
+    The one place the tests poll, for what nothing announces: another process coming up, a row
+    that a background task or the other worker writes, a child process appearing. Anything that
+    has an event or a task to await is awaited instead.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while True:
+        value = condition()
+        if inspect.isawaitable(value):
+            value = await value
+        if value:
+            return value  # type: ignore[return-value]
+        if loop.time() > deadline:
+            raise AssertionError(failure() if callable(failure) else failure)
+        await asyncio.sleep(POLL_SECONDS)
+
+
+def wait_until_sync(
+    condition: Callable[[], T],
+    *,
+    within: float = 20,
+    failure: str | Callable[[], str] = "the condition never held",
+) -> T:
+    """`wait_until` for a test without an event loop (a blocking client, a child process)."""
+    deadline = time.monotonic() + within
+    while not (value := condition()):
+        if time.monotonic() > deadline:
+            raise AssertionError(failure() if callable(failure) else failure)
+        time.sleep(POLL_SECONDS)
+    return value
 
 
 def http_client(**kwargs: Any) -> httpx.AsyncClient:
@@ -92,6 +141,19 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+class _Server(uvicorn.Server):
+    """A uvicorn server that says when it listens."""
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.listening = asyncio.Event()
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        if self.started:
+            self.listening.set()
+
+
 @asynccontextmanager
 async def live_server(app: FastAPI) -> AsyncIterator[str]:
     """Serve `app` with uvicorn on a loopback port in this event loop; yields its base URL."""
@@ -105,12 +167,14 @@ async def live_server(app: FastAPI) -> AsyncIterator[str]:
         lifespan="on",
         proxy_headers=False,
     )
-    server = uvicorn.Server(config)
+    server = _Server(config)
     task = asyncio.create_task(server.serve())
-    while not server.started:
-        if task.done():
-            task.result()
-        await asyncio.sleep(0.01)
+    listening = asyncio.create_task(server.listening.wait())
+    await asyncio.wait({task, listening}, return_when=asyncio.FIRST_COMPLETED)
+    if not server.started:  # it stopped instead: say why
+        listening.cancel()
+        task.result()
+        raise RuntimeError("the test server stopped while starting")
     try:
         yield f"http://127.0.0.1:{port}"
     finally:
@@ -165,12 +229,15 @@ def parse_stream(text: str) -> list[dict[str, Any]]:
 
 
 async def wait_until_idle(client: Client, chat_id: str, within: float = 20) -> dict[str, Any]:
-    """Poll the chat until its turn has ended; returns the chat."""
-    deadline = asyncio.get_running_loop().time() + within
-    while True:
-        chat = (await client.get(f"/api/chats/{chat_id}")).json()
+    """Wait until the chat's turn has ended (as the API shows it); returns the chat."""
+    seen: dict[str, Any] = {}
+
+    async def idle() -> dict[str, Any] | None:
+        seen["chat"] = chat = (await client.get(f"/api/chats/{chat_id}")).json()
         if not chat["running"] and all(m["status"] != "streaming" for m in chat["messages"]):
             return chat
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"chat {chat_id} still streaming: {chat}")
-        await asyncio.sleep(0.05)
+        return None
+
+    return await wait_until(
+        idle, within=within, failure=lambda: f"chat {chat_id} still streaming: {seen['chat']}"
+    )

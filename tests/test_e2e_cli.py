@@ -8,13 +8,12 @@ import signal
 import stat
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.support import ROOT, free_port
+from tests.support import ROOT, free_port, wait_until_sync
 
 HEARTH = [sys.executable, "-m", "app.cli"]
 
@@ -91,16 +90,16 @@ def test_serve_on_embedded_defaults(workdir: Path) -> None:
         text=True,
     )
     base = f"http://127.0.0.1:{port}"
+
+    def healthy() -> bool:
+        assert process.poll() is None, "hearth serve stopped while starting"
+        try:
+            return httpx.get(f"{base}/healthz", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
+
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.2)
-        else:
-            pytest.fail("hearth serve did not come up")
+        wait_until_sync(healthy, within=60, failure="hearth serve did not come up")
         assert httpx.get(f"{base}/readyz").status_code == 200
         with httpx.Client(base_url=base) as client:
             response = client.post(

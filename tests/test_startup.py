@@ -5,7 +5,7 @@ left behind.
 Each case runs in a fresh interpreter, since this one has long imported everything: the app is
 started (its lifespan, as uvicorn runs it) on a providers file, and what the process has loaded
 by then is read from `sys.modules`; an orphan upload folder planted before the start must be
-gone soon after it.
+gone once the start-up sweep has run.
 """
 
 from __future__ import annotations
@@ -59,10 +59,10 @@ async def main() -> None:
         registry = app.state.services.registry
         built = sorted(m.id for m in registry.models() if m.id in app.state.services.models)
         policy = Policy.of(build_model(registry.get("openai/gpt"), registry))
-        for _ in range(200):
-            if not os.path.exists(os.environ["ORPHAN"]):
-                break
-            await asyncio.sleep(0.05)
+        # The start-up sweep runs in the background: wait for it, unless it has ended already.
+        for task in asyncio.all_tasks():
+            if task.get_name() == "sweep unfinished uploads":
+                await asyncio.wait_for(task, 10)
         swept = not os.path.exists(os.environ["ORPHAN"])
         kept = os.path.exists(os.environ["FRESH"])
     print(json.dumps({

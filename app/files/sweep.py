@@ -19,13 +19,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
 
+from app.clock import Clock
 from app.files.uploads import PARTIAL_PREFIX, UPLOADS_DIR
 
 STALE_SECONDS = 3600.0
@@ -97,10 +97,11 @@ def _remove_if_empty(folder: Path) -> bool:
     return True
 
 
-async def sweep(data_dir: Path, *, stale_seconds: float = STALE_SECONDS) -> Swept:
+async def sweep(data_dir: Path, clock: Clock, *, stale_seconds: float = STALE_SECONDS) -> Swept:
     """Sweep off the event loop; say what was removed."""
+    now = clock.now().timestamp()  # file times are seconds since the epoch
     swept = await anyio.to_thread.run_sync(
-        lambda: sweep_partials(data_dir, now=time.time(), stale_seconds=stale_seconds)
+        lambda: sweep_partials(data_dir, now=now, stale_seconds=stale_seconds)
     )
     if swept.partials:
         log.info(
@@ -111,12 +112,12 @@ async def sweep(data_dir: Path, *, stale_seconds: float = STALE_SECONDS) -> Swep
     return swept
 
 
-def start_sweep(data_dir: Path) -> asyncio.Task[None]:
+def start_sweep(data_dir: Path, clock: Clock) -> asyncio.Task[None]:
     """Sweep in the background; a failure is logged and left to the next start."""
 
     async def run() -> None:
         try:
-            await sweep(data_dir)
+            await sweep(data_dir, clock)
         except Exception as exc:
             log.warning("unfinished uploads not swept: %s", exc)
 

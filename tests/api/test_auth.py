@@ -20,9 +20,9 @@ from sqlalchemy import func, select
 
 from app.auth import passwords, throttle
 from app.cli import _create_user
-from app.clock import ShiftedClock
 from app.models import AuthSession
 from app.services import Services
+from tests.clock import ShiftedClock
 from tests.conftest import NewUser
 from tests.support import Client
 

@@ -20,7 +20,7 @@ from app.llm.registry import ModelRegistry
 from app.services import Services
 from tests.fakes.providers import FakeProviderServer, Hang, Reply
 from tests.provider_setup import MODEL_IDS, providers_yaml
-from tests.support import ROOT, Client, free_port, http_client, wait_until_idle
+from tests.support import ROOT, Client, free_port, http_client, wait_until, wait_until_idle
 
 pytestmark = pytest.mark.usefixtures("services")
 
@@ -51,14 +51,15 @@ async def second_worker(
     base = f"http://127.0.0.1:{port}"
     try:
         async with http_client() as probe:
-            for _ in range(200):
+
+            async def healthy() -> bool:
+                assert process.returncode is None, "the second worker stopped while starting"
                 try:
-                    if (await probe.get(f"{base}/healthz")).status_code == 200:
-                        break
+                    return (await probe.get(f"{base}/healthz")).status_code == 200
                 except httpx.HTTPError:
-                    await asyncio.sleep(0.1)
-            else:
-                pytest.fail("the second worker did not start")
+                    return False
+
+            await wait_until(healthy, within=30, failure="the second worker did not start")
         yield base
     finally:
         process.terminate()

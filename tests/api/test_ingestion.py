@@ -6,7 +6,6 @@ process; one user's many uploads do not hold up another's."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import signal
@@ -25,20 +24,20 @@ from app.services import Services
 from tests.api.test_uploads import PNG, upload_one
 from tests.conftest import NewUser
 from tests.knowledge.documents import add_document, busy_page, dense_page, pdf, shared_stream_pdf
-from tests.support import Client
+from tests.support import Client, wait_until
 
 pytestmark = pytest.mark.usefixtures("services")
 
 
 async def settled(client: Client, upload_id: str, within: float = 20) -> dict[str, Any]:
     """The upload once its ingestion is no longer pending."""
-    deadline = asyncio.get_running_loop().time() + within
-    while True:
-        item = (await client.get(f"/api/uploads/{upload_id}")).json()
-        if item["ingestion"]["status"] != "pending":
-            return item
-        assert asyncio.get_running_loop().time() < deadline, item
-        await asyncio.sleep(0.02)
+    seen: dict[str, Any] = {}
+
+    async def done() -> dict[str, Any] | None:
+        seen["item"] = item = (await client.get(f"/api/uploads/{upload_id}")).json()
+        return item if item["ingestion"]["status"] != "pending" else None
+
+    return await wait_until(done, within=within, failure=lambda: f"still pending: {seen['item']}")
 
 
 async def chunk_count(services: Services, upload_id: str) -> int:
@@ -316,10 +315,7 @@ async def test_a_worker_that_dies_mid_document_leaves_it_failed_not_pending(
         services, user.user["id"], "slow.pdf", shared_stream_pdf(busy_page(100_000), 300), False
     )
     solo.submit(slow)
-    for _ in range(6000):  # until the worker reading it is there
-        if solo.workers.pids():
-            break
-        await asyncio.sleep(0.01)
+    await wait_until(solo.workers.pids, within=60, failure="no worker took the document up")
     [worker] = solo.workers.pids()
     os.kill(worker, signal.SIGKILL)  # as the kernel's OOM killer or a crashing parser would
     await solo.idle()

@@ -31,7 +31,6 @@ import logging
 import re
 import secrets
 import threading
-import time
 import traceback
 from collections.abc import Iterator
 from pathlib import Path
@@ -57,7 +56,7 @@ from app.core.db.engine import create_engine
 from app.core.db.migrate import upgrade
 from app.main import create_app
 from app.settings import Settings
-from tests.support import ROOT, fresh_database, live_server
+from tests.support import ROOT, fresh_database, live_server, wait_until_sync
 
 # Property-based and end to end over the whole API: part of the full run, not the quick one.
 pytestmark = pytest.mark.slow
@@ -543,6 +542,11 @@ def test_real_turns_stream_events_that_match_the_document(
         "\ud800",
         "x" * 200_001,
     ]
+
+    def ended() -> bool:  # the next message waits until this turn has ended
+        chat = signed_in.session.get(f"{signed_in.base_url}/api/chats/{chat_id}").json()
+        return not chat["running"]
+
     for content in contents:
         case = operation.Case(path_parameters={"chat_id": chat_id}, body={"content": content})
         headers = {**signed_in.headers(), "Connection": "close"}
@@ -565,9 +569,5 @@ def test_real_turns_stream_events_that_match_the_document(
             assert "tool-output-available" in types, types
         elif response.status_code != 422:
             failures.append(f"content {content[:20]!r}: {response.status_code} {response.text}")
-        for _ in range(200):  # the next message waits until this turn has ended
-            chat = signed_in.session.get(f"{signed_in.base_url}/api/chats/{chat_id}").json()
-            if not chat["running"]:
-                break
-            time.sleep(0.05)
+        wait_until_sync(ended, failure=f"the turn on {content[:20]!r} did not end")
     assert not failures, report(failures, server_errors)

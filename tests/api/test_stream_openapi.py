@@ -24,7 +24,7 @@ from app.services import Services
 from tests.fakes.providers import Fail, FakeProviderServer, Reply, ToolCall, Usage
 from tests.knowledge.documents import add_document
 from tests.provider_setup import MODEL_IDS
-from tests.support import Client, parse_stream, wait_until_idle
+from tests.support import Client, parse_stream, wait_until, wait_until_idle
 
 pytestmark = pytest.mark.usefixtures("services", "registry")
 
@@ -127,9 +127,12 @@ async def stopped(turns: Turns, fakes: dict[str, FakeProviderServer], _: Any) ->
     sending = asyncio.create_task(
         turns.user.post(f"/api/chats/{turns.chat_id}/messages", json={"content": "Talk"})
     )
-    while not (await turns.user.get(f"/api/chats/{turns.chat_id}")).json()["running"]:
+
+    async def running() -> bool:
         assert not sending.done(), sending.result().text
-        await asyncio.sleep(0.02)
+        return bool((await turns.user.get(f"/api/chats/{turns.chat_id}")).json()["running"])
+
+    await wait_until(running)
     assert (await turns.user.post(f"/api/chats/{turns.chat_id}/stop")).status_code == 202
     turns.conforms(MESSAGES, await sending)
 

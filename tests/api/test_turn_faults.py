@@ -11,18 +11,22 @@ import asyncio
 import json
 import logging
 from typing import Any
+from uuid import UUID
 
 import httpx
 import pytest
+from sqlalchemy import select
 
 from app.agent import turn as turns_module
 from app.agent.capabilities import recorder as recorder_module
 from app.files.roots import user_root
+from app.models import Chat
 from app.services import Services
 from app.tools.writing import MAX_WRITE_BYTES
+from tests.clock import ShiftedClock
 from tests.fakes.providers import FakeProviderServer, Reply, ToolCall
 from tests.provider_setup import MODEL_IDS
-from tests.support import Client, parse_stream, wait_until_idle
+from tests.support import Client, parse_stream, wait_until, wait_until_idle
 
 pytestmark = pytest.mark.usefixtures("services", "registry")
 
@@ -387,7 +391,11 @@ async def three_questions(user: Client, fake: FakeProviderServer, last: Reply) -
 @pytest.mark.slow
 @pytest.mark.parametrize("how", ["on request", "at turn start"])
 async def test_no_turn_starts_beside_a_summary_that_outlasts_the_lease(
-    how: str, user: Client, fakes: dict[str, FakeProviderServer], services: Services
+    how: str,
+    user: Client,
+    fakes: dict[str, FakeProviderServer],
+    services: Services,
+    clock: ShiftedClock,
 ) -> None:
     from tests.fakes.providers import Usage
 
@@ -400,16 +408,26 @@ async def test_no_turn_starts_beside_a_summary_that_outlasts_the_lease(
     chat_id = await three_questions(
         user, fake, Reply(text="C is 3.", usage=near_the_window if how == "at turn start" else None)
     )
-    slow = 3 * lease + 1.0
-    fake.script(Reply(text="Summary: A=1, B=2.", first_token_delay=slow), Reply(text="D is 4."))
+    summarised = asyncio.Event()  # the summary's answer waits for it
+    fake.script(Reply(text="Summary: A=1, B=2.", hold=summarised), Reply(text="D is 4."))
     if how == "on request":
         running = asyncio.create_task(user.post(f"/api/chats/{chat_id}/compact"))
     else:
         running = asyncio.create_task(send(user, chat_id, "What is D?"))
     await fake.wait_for_request(3)  # the summary request is under way
-    await asyncio.sleep(2 * lease + 0.5)  # longer than the lease the summary started with
-    beside = await user.post(f"/api/chats/{chat_id}/messages", json={"content": "Me too"})
-    assert beside.status_code == 409, beside.text
+    clock.advance(seconds=2 * lease + 0.5)  # longer than the lease the summary started with
+
+    async def lease_renewed() -> bool:  # by the supervisor's next tick, after the jump
+        async with services.sessions() as db:
+            until = await db.scalar(select(Chat.turn_lease_until).where(Chat.id == UUID(chat_id)))
+        return until is not None and until > clock.now()
+
+    try:
+        await wait_until(lease_renewed, failure="the summary's lease lapsed")
+        beside = await user.post(f"/api/chats/{chat_id}/messages", json={"content": "Me too"})
+        assert beside.status_code == 409, beside.text
+    finally:
+        summarised.set()
     done = await running
     assert done.status_code == 200, done.text
     chat = await wait_until_idle(user, chat_id)

@@ -219,10 +219,13 @@ async def test_deleting_a_chat_stops_its_turn(user: Client, services: Services) 
         async for line in response.aiter_lines():
             if "text-delta" in line:
                 break
+        turn = services.turns.local_turn(uuid.UUID(chat_id))
+        assert turn is not None and turn.task is not None
         assert (await user.delete(f"/api/chats/{chat_id}")).status_code == 204
+        # The delete waits for the turn to stop: it has ended by the time the 204 arrives.
+        assert turn.task.done()
+        assert services.turns.local_turn(uuid.UUID(chat_id)) is None
     assert (await user.get(f"/api/chats/{chat_id}")).status_code == 404
-    await asyncio.sleep(0.2)
-    assert services.turns.local_turn(uuid.UUID(chat_id)) is None
 
 
 async def test_attachments_are_kept_and_returned_with_the_message(

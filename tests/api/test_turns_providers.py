@@ -16,6 +16,7 @@ from sqlalchemy import select
 from app.llm.registry import ModelRegistry
 from app.models import LlmRequest
 from app.services import Services
+from tests.clock import ShiftedClock
 from tests.fakes.providers import (
     Cut,
     Fail,
@@ -27,7 +28,7 @@ from tests.fakes.providers import (
 )
 from tests.golden import assert_golden
 from tests.provider_setup import CALL_IDS, KINDS, MODEL_IDS
-from tests.support import Client, parse_stream, wait_until_idle
+from tests.support import Client, parse_stream, wait_until, wait_until_idle
 from tests.wire import conversation, tail_of
 
 pytestmark = pytest.mark.usefixtures("services")
@@ -200,6 +201,29 @@ async def test_round_limit_ends_the_turn_clearly(
     assert rounds[-1]["error"] == errors[0]
 
 
+async def test_the_request_log_times_a_request_by_the_clock(
+    user: Client,
+    fakes: dict[str, FakeProviderServer],
+    registry: ModelRegistry,
+    services: Services,
+    clock: ShiftedClock,
+) -> None:
+    fake = fakes["openai"]
+    answered = asyncio.Event()
+    fake.script(Reply(text="Slowly.", hold=answered))
+    chat_id = (await user.post("/api/chats", json={"model": MODEL_IDS["openai"]})).json()["id"]
+    sending = asyncio.create_task(send(user, chat_id, "Take your time"))
+    await fake.wait_for_request(0)
+    clock.advance(seconds=90)  # the provider thinks for a minute and a half
+    answered.set()
+    assert "error" not in [c["type"] for c in await sending]
+    async with services.sessions() as db:
+        [logged] = (
+            await db.scalars(select(LlmRequest).where(LlmRequest.chat_id == uuid.UUID(chat_id)))
+        ).all()
+    assert 90_000 <= logged.duration_ms < 100_000
+
+
 @pytest.mark.parametrize("kind", ["anthropic", "openai"])
 async def test_stop_cancels_the_upstream_request(
     kind: str,
@@ -217,13 +241,17 @@ async def test_stop_cancels_the_upstream_request(
         json={"content": "think for ever"},
         headers={"X-CSRF-Token": user.csrf or ""},
     ) as response:
-        await fake.wait_for_request(0)
-        # A streaming turn holds no pooled connection (the route's went back when it returned).
-        samples = []
-        for _ in range(10):
-            samples.append(services.engine.pool.checkedout())  # type: ignore[attr-defined]
-            await asyncio.sleep(0.02)
-        assert min(samples) == 0, samples
+        record = await fake.wait_for_request(0)
+        await asyncio.wait_for(record.hanging.wait(), 5)  # the turn is streaming, for ever
+        # A streaming turn holds no pooled connection (the route's went back when it returned);
+        # one it held would stay out as long as it hangs. The supervisor's ticks borrow one now
+        # and then, so the pool has to be seen empty once, not at every look.
+        pool = services.engine.pool
+        await wait_until(
+            lambda: pool.checkedout() == 0,  # type: ignore[attr-defined]
+            within=1,
+            failure=lambda: f"{pool.checkedout()} connections out",  # type: ignore[attr-defined]
+        )
         assert (await user.post(f"/api/chats/{chat_id}/stop")).status_code == 202
         body = (await response.aread()).decode()
     cancelled = await fake.wait_cancelled(0, within=2.0)

@@ -9,6 +9,7 @@ the benchmark shape "first token after X ms, then N tokens every Y ms".
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
@@ -76,6 +77,8 @@ class Reply:
     the natural one (`end_turn`/`tool_use` on Anthropic, `stop`/`tool_calls` on OpenAI), e.g.
     `"max_tokens"` or `"length"`. `model` overrides the model name echoed from the request.
     `signature` is the Anthropic thinking-block signature (one is made up when `None`).
+    `hold`, when given, keeps the first delta (a whole JSON body) back until the test sets it:
+    a reply that stays under way for exactly as long as the test needs.
     """
 
     text: str = ""
@@ -88,6 +91,7 @@ class Reply:
     stop_reason: str | None = None
     model: str | None = None
     signature: str | None = None
+    hold: asyncio.Event | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.chunk_chars < 1:

@@ -80,11 +80,21 @@ logging.getLogger("uvicorn.error").addFilter(_drop_filter)
 
 
 class _InProcessServer(uvicorn.Server):
-    """A uvicorn server that leaves the host process's signal handlers alone."""
+    """A uvicorn server that leaves the host process's signal handlers alone and says when it
+    listens."""
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.listening = asyncio.Event()
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
         yield
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        if self.started:
+            self.listening.set()
 
 
 @dataclass
@@ -97,7 +107,7 @@ class RecordedRequest:
     (`unscripted` when the queue was empty), `validation_error` what the SDK request types said
     against the body. `completed` means the whole response went out; `cancelled` that the client
     went away before that; `dropped` that the server cut the connection on purpose. `finished` is
-    set once any of those happened.
+    set once any of those happened; `hanging` once a `Hang` has sent all it sends and waits.
     """
 
     method: str
@@ -117,6 +127,7 @@ class RecordedRequest:
     cancelled: bool = False
     cancelled_at: float | None = None
     finished: asyncio.Event = field(default_factory=asyncio.Event, repr=False, compare=False)
+    hanging: asyncio.Event = field(default_factory=asyncio.Event, repr=False, compare=False)
 
     @property
     def streaming(self) -> bool:
@@ -128,10 +139,11 @@ Ending: TypeAlias = Literal["complete", "drop", "hang"]
 
 @dataclass
 class Frame:
-    """Bytes to send, after waiting `delay` seconds."""
+    """Bytes to send, after waiting `delay` seconds (and for `hold` to be set, if given)."""
 
     data: bytes
     delay: float = 0.0
+    hold: asyncio.Event | None = None
 
 
 @dataclass
@@ -203,11 +215,14 @@ class _PlanResponse:
         for frame in plan.frames:
             if frame.delay > 0:
                 await asyncio.sleep(frame.delay)
+            if frame.hold is not None:
+                await frame.hold.wait()
             await start()
             await send({"type": "http.response.body", "body": frame.data, "more_body": True})
         if plan.ending == "drop":
             raise ConnectionDropped
         if plan.ending == "hang":
+            self.record.hanging.set()
             await self.closing.wait()  # only the server shutting down ends a hang
             raise ConnectionDropped
         await start()
@@ -427,7 +442,7 @@ class FakeProviderServer:
                 return Plan(200, headers, [Frame(body[: len(body) // 2])], ending="drop")
             paced = sum(1 for _, is_paced in self.stream_events(reply, record) if is_paced)
             delay = reply.first_token_delay + reply.token_interval * max(0, paced - 1)
-            return Plan(200, self.json_headers(), [Frame(body, delay)])
+            return Plan(200, self.json_headers(), [Frame(body, delay, reply.hold)])
         frames = paced_frames(self.stream_events(reply, record), reply)
         if isinstance(scripted, Cut):
             return self.stream_plan(frames[: scripted.after_events], ending="drop")
@@ -482,13 +497,14 @@ class FakeProviderServer:
             timeout_keep_alive=30,
         )
         self._closing = asyncio.Event()
-        self._server = _InProcessServer(config)
-        self._task = asyncio.create_task(self._server.serve(sockets=[sock]))
-        while not self._server.started:
-            if self._task.done():
-                self._task.result()
-                raise RuntimeError("the fake server stopped while starting")
-            await asyncio.sleep(0.005)
+        self._server = server = _InProcessServer(config)
+        self._task = asyncio.create_task(server.serve(sockets=[sock]))
+        listening = asyncio.create_task(server.listening.wait())
+        await asyncio.wait({self._task, listening}, return_when=asyncio.FIRST_COMPLETED)
+        if not server.started:
+            listening.cancel()
+            self._task.result()
+            raise RuntimeError("the fake server stopped while starting")
 
     async def stop(self) -> None:
         if self._server is None or self._task is None:
@@ -534,11 +550,12 @@ def paced_frames(events: list[tuple[bytes, bool]], reply: Reply) -> list[Frame]:
     frames: list[Frame] = []
     seen_first = False
     for data, paced in events:
-        delay = 0.0
+        delay, hold = 0.0, None
         if paced:
             delay = reply.token_interval if seen_first else reply.first_token_delay
+            hold = None if seen_first else reply.hold
             seen_first = True
-        frames.append(Frame(data, delay))
+        frames.append(Frame(data, delay, hold))
     return frames
 
 

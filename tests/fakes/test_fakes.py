@@ -569,8 +569,8 @@ async def test_hang_records_client_cancellation(kind: str) -> None:
 
         task = asyncio.create_task(consume())
         await asyncio.wait_for(opened.wait(), 5)
-        await asyncio.sleep(0.05)
-        assert not fake.requests[0].cancelled
+        await asyncio.wait_for(fake.requests[0].hanging.wait(), 5)  # all sent, and waiting
+        assert not fake.requests[0].cancelled and not fake.requests[0].finished.is_set()
         cancelled_at = time.time()
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -591,8 +591,8 @@ async def test_hang_cancellation_through_pydantic_ai() -> None:
                 await result.get_output()
 
         task = asyncio.create_task(run())
-        await fake.wait_for_request(0)
-        await asyncio.sleep(0.1)
+        record = await fake.wait_for_request(0)
+        await asyncio.wait_for(record.hanging.wait(), 5)  # the stream is open, and hangs
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
@@ -620,6 +620,25 @@ async def test_slow_reply_cancelled_midway_is_recorded() -> None:
             await task
         record = await fake.wait_cancelled()
     assert record.cancelled and not record.completed
+
+
+async def test_a_held_reply_waits_for_its_hold() -> None:
+    async with FakeOpenAI() as fake:
+        hold = asyncio.Event()
+        fake.script(Reply(text="held back", hold=hold), Reply(text="also held", hold=hold))
+        client = openai_client(fake)
+        stream = await client.chat.completions.create(**OPENAI_BODY, stream=True)
+        chunks = aiter(stream)
+        opening = await anext(chunks)  # the role chunk goes out at once; the text is held
+        assert [choice.delta.content for choice in opening.choices] in ([None], [""])
+        asking = asyncio.create_task(client.chat.completions.create(**OPENAI_BODY))
+        await fake.wait_for_request(1)
+        assert not fake.requests[0].finished.is_set() and not fake.requests[1].finished.is_set()
+        hold.set()
+        text = "".join([c.choices[0].delta.content or "" async for c in chunks if c.choices])
+        answer = await asking
+    assert text == "held back"
+    assert answer.choices[0].message.content == "also held"
 
 
 async def test_server_shutdown_ends_a_hang() -> None:

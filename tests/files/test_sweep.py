@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from app.clock import Clock
 from app.files.sweep import STALE_SECONDS, Swept, start_sweep, sweep, sweep_partials
+from tests.clock import ShiftedClock
 
 AGED = time.time() - STALE_SECONDS - 60
 
@@ -51,7 +53,7 @@ async def test_only_stale_partials_are_removed(tmp_path: Path) -> None:
     (root / ".partial-in-the-workspace").write_text("not an upload's")
     age(root / ".partial-in-the-workspace")
 
-    assert await sweep(tmp_path) == Swept(partials=2, folders=1)
+    assert await sweep(tmp_path, Clock()) == Swept(partials=2, folders=1)
 
     assert not half_written.exists()  # the partial was all it held
     assert (receiving / ".partial-live").read_bytes() == b"arriving"
@@ -59,15 +61,24 @@ async def test_only_stale_partials_are_removed(tmp_path: Path) -> None:
     assert sorted(p.name for p in beside.iterdir()) == ["a.txt"]
     assert (not_ours / ".partial-looking.txt").read_bytes() == b"the user's own"
     assert (root / ".partial-in-the-workspace").read_text() == "not an upload's"
-    assert await sweep(tmp_path) == Swept()  # nothing left to do
+    assert await sweep(tmp_path, Clock()) == Swept()  # nothing left to do
 
 
 async def test_folders_no_database_names_survive_any_number_of_starts(tmp_path: Path) -> None:
     root = user_root(tmp_path)
     folders = [age(plant(root, str(uuid.uuid4()), {"f.txt": b"x"})) for _ in range(50)]
     for _ in range(3):
-        assert await sweep(tmp_path) == Swept()
+        assert await sweep(tmp_path, Clock()) == Swept()
     assert all((folder / "f.txt").read_bytes() == b"x" for folder in folders)
+
+
+async def test_staleness_is_judged_by_the_clock(tmp_path: Path) -> None:
+    folder = plant(user_root(tmp_path), str(uuid.uuid4()), {".partial-q": b"half"})  # fresh
+    clock = ShiftedClock()
+    assert await sweep(tmp_path, clock) == Swept()
+    clock.advance(seconds=STALE_SECONDS + 60)
+    assert await sweep(tmp_path, clock) == Swept(partials=1, folders=1)
+    assert not folder.exists()
 
 
 def test_a_symlinked_partial_is_not_followed(tmp_path: Path) -> None:
@@ -89,5 +100,5 @@ async def test_a_failing_sweep_says_so_and_stops_nothing(
 
     monkeypatch.setattr("app.files.sweep.sweep_partials", broken)
     with caplog.at_level(logging.WARNING, logger="hearth.files"):
-        await start_sweep(tmp_path)
+        await start_sweep(tmp_path, Clock())
     assert "unfinished uploads not swept" in caplog.text

@@ -22,6 +22,8 @@ import pytest
 from app.core.config_files import ConfigError
 from app.tools.mcp.config import McpConfig, McpServerConfig, load_mcp_config
 from app.tools.mcp.groups import McpGroup, McpGroups, McpToolError, exposed_tool_name
+from tests.clock import ShiftedClock
+from tests.support import wait_until
 
 # Real MCP server processes start and stop in nearly every test here: the full run has them,
 # the quick subset leaves them out.
@@ -369,7 +371,8 @@ async def test_start_up_runs_in_the_background() -> None:
 async def test_a_failed_restart_waits_before_the_next_attempt(tmp_path: Path) -> None:
     marker = tmp_path / "started"
     env = {"CRASHY_START_ONCE": str(marker)}
-    manager = McpGroups(McpConfig(servers=[server("crashy", fake("crashy"), env=env)]))
+    clock = ShiftedClock()
+    manager = McpGroups(McpConfig(servers=[server("crashy", fake("crashy"), env=env)]), clock)
     await manager.start()
     try:
         await manager.wait_ready(15)
@@ -385,7 +388,10 @@ async def test_a_failed_restart_waits_before_the_next_attempt(tmp_path: Path) ->
         with pytest.raises(McpToolError, match=r"'crashy' is down .*next restart is tried in"):
             await manager.call("crashy", "mcp__crashy__ok", {})
         marker.unlink()
-        await asyncio.sleep(1.1)
+        clock.advance(seconds=0.5)  # half the first backoff: still waiting
+        with pytest.raises(McpToolError, match=r"'crashy' is down .*next restart is tried in 1 s"):
+            await manager.call("crashy", "mcp__crashy__ok", {})
+        clock.advance(seconds=0.6)
         assert (await manager.call("crashy", "mcp__crashy__ok", {})).startswith("ok from ")
         assert snapshot(manager) == catalogue
     finally:
@@ -419,7 +425,7 @@ async def test_close_while_servers_still_start() -> None:
     )
     before = children()
     await manager.start()
-    await asyncio.sleep(0.3)
+    await wait_until(lambda: children() - before, within=15, failure="the server never spawned")
     await manager.close()
     assert children() == before
 
@@ -435,16 +441,17 @@ async def serve_http(port: int) -> asyncio.subprocess.Process:
     process = await asyncio.create_subprocess_exec(
         *command, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL
     )
-    deadline = time.monotonic() + 10
-    while True:
+
+    async def listening() -> bool:
         try:
             _, writer = await asyncio.open_connection("127.0.0.1", port)
         except OSError:
-            assert time.monotonic() < deadline, "the HTTP server did not come up"
-            await asyncio.sleep(0.1)
-            continue
+            return False
         writer.close()
-        return process
+        return True
+
+    await wait_until(listening, within=10, failure="the HTTP server did not come up")
+    return process
 
 
 async def test_a_server_over_streamable_http_and_its_reconnection() -> None:

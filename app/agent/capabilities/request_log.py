@@ -13,7 +13,6 @@ task running `wrap_model_request`; so the error is caught where the events flow 
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 from collections.abc import AsyncIterable, Callable
 from typing import Any
@@ -73,7 +72,7 @@ class RequestLog(AbstractCapability[Any]):
         self, ctx: RunContext[Any], *, request_context: Any, handler: Any
     ) -> ModelResponse:
         started_at = self.clock.now()
-        started = time.perf_counter()
+        started = self.clock.monotonic()
         response: ModelResponse | None = None
         error: BaseException | None = None
         try:
@@ -93,7 +92,7 @@ class RequestLog(AbstractCapability[Any]):
                 model=self.model_id,
                 provider=self.provider,
                 started_at=started_at,
-                duration_ms=round((time.perf_counter() - started) * 1000),
+                duration_ms=round((self.clock.monotonic() - started) * 1000),
                 error=describe_error(error) if error is not None else None,
             )
             if response is not None:

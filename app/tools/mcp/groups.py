@@ -28,7 +28,6 @@ import logging
 import math
 import re
 import shlex
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -39,6 +38,7 @@ from mcp import MCPError
 from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 from pydantic_ai.mcp import MCPToolset
 
+from app.clock import Clock
 from app.tools.groups import GroupToolError
 from app.tools.mcp.config import McpConfig, McpServerConfig
 
@@ -120,7 +120,9 @@ class _Server:
 class McpGroups:
     """The process-wide set of MCP servers, one group each, in the order of the config file."""
 
-    def __init__(self, config: McpConfig) -> None:
+    def __init__(self, config: McpConfig, clock: Clock | None = None) -> None:
+        self._clock = clock or Clock()
+        """Spaces out the restarts of a server that died (its monotonic time)."""
         self._servers: dict[str, _Server] = {
             server.name: _Server(
                 config=server,
@@ -278,7 +280,7 @@ class McpGroups:
                 return server.toolset
             if self._closed:
                 raise McpToolError(f"MCP server {name!r} is shut down.")
-            wait = server.next_restart - time.monotonic()
+            wait = server.next_restart - self._clock.monotonic()
             if wait > 0:
                 raise McpToolError(
                     f"MCP server {name!r} is down ({server.group.error}); the next restart "
@@ -291,7 +293,7 @@ class McpGroups:
                 delay = min(
                     RESTART_BACKOFF_FIRST * 2 ** (server.failed_restarts - 1), RESTART_BACKOFF_MAX
                 )
-                server.next_restart = time.monotonic() + delay
+                server.next_restart = self._clock.monotonic() + delay
                 problem = _describe_start_failure(server.config, exc)
                 server.group.status = "unavailable"
                 server.group.error = f"restart failed: {problem}"

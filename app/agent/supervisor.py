@@ -118,10 +118,10 @@ class TurnSupervisor:
     # -- the watch loop ----------------------------------------------------------------------
 
     async def _watch(self) -> None:
-        since_renewal = 0.0
+        clock = self.services.clock
+        renewed_at = clock.monotonic()
         while True:
             await asyncio.sleep(POLL_SECONDS)
-            since_renewal += POLL_SECONDS
             renew_every = max(POLL_SECONDS, self.lease.total_seconds() / 3)
             turns = list(self._turns)
             owners = turns + list(self._held)
@@ -132,9 +132,9 @@ class TurnSupervisor:
                     for owner in await leases.stop_requested(db, turns):
                         if (turn := self._turns.get(owner)) is not None:
                             turn.stop()
-                    if since_renewal >= renew_every:
-                        await leases.renew(db, owners, self.services.clock.now(), self.lease)
+                    if clock.monotonic() - renewed_at >= renew_every:
+                        await leases.renew(db, owners, clock.now(), self.lease)
                         await db.commit()
-                        since_renewal = 0.0
+                        renewed_at = clock.monotonic()
             except Exception:  # the database may be briefly away; the next tick tries again
                 log.exception("turn supervisor tick failed")

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI
@@ -93,10 +93,33 @@ async def claim_data_dir(engine: AsyncEngine, settings: Settings) -> None:
         log.warning("data dir not checked against the database: %s", exc)
 
 
+ROUTERS = (health, auth, models, chats, compaction, messages, approvals, tools, uploads, data, web)
+
+
 def create_app(settings: Settings | None = None, *, clock: Clock | None = None) -> FastAPI:
     settings = settings or Settings()
     services = build_services(settings, clock)
     services.turns = TurnSupervisor(services)
+    app = FastAPI(
+        title="hearth",
+        version="0.1.0",
+        summary="A chat backend for LLM agents.",
+        default_response_class=OrjsonResponse,
+        lifespan=_lifespan(services),
+    )
+    app.state.services = services
+    for module in ROUTERS:
+        app.include_router(module.router)
+    app.mount("/web", web.client_files(), name="web")
+    _document_the_stream(app)
+    errors.install(app)
+    _add_middleware(app, settings)
+    return app
+
+
+def _lifespan(services: Services) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
+    """Start-up (the data dir checked, models built, background work started) and shut-down."""
+    settings = services.settings
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -123,42 +146,22 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
             probe.cancel()
             await services.engine.dispose()
 
-    app = FastAPI(
-        title="hearth",
-        version="0.1.0",
-        summary="A chat backend for LLM agents.",
-        default_response_class=OrjsonResponse,
-        lifespan=lifespan,
-    )
-    app.state.services = services
+    return lifespan
 
-    for module in (
-        health,
-        auth,
-        models,
-        chats,
-        compaction,
-        messages,
-        approvals,
-        tools,
-        uploads,
-        data,
-        web,
-    ):
-        app.include_router(module.router)
-    app.mount("/web", web.client_files(), name="web")
+
+def _document_the_stream(app: FastAPI) -> None:
+    """FastAPI builds (and caches) the document from the routes; the stream routes' event
+    chunks are components no route declares, so they are added once, on first build."""
 
     def openapi() -> dict[str, Any]:
-        # FastAPI builds (and caches) the document from the routes; the stream routes' event
-        # chunks are components no route declares, so they are added once, here.
         if app.openapi_schema is None:
             app.openapi_schema = install_stream_schema(FastAPI.openapi(app))
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
 
-    errors.install(app)
 
+def _add_middleware(app: FastAPI, settings: Settings) -> None:
     # Innermost first: the body ceiling applies before the strings of a body are checked.
     app.add_middleware(JsonStringsMiddleware, exempt=("/api/uploads",))
     app.add_middleware(BodyLimitMiddleware, exempt=("/api/uploads",))
@@ -171,7 +174,6 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
             allow_headers=["Content-Type", CSRF_HEADER],
         )
     app.add_middleware(RequestIdMiddleware)  # outermost: every answer carries the id
-    return app
 
 
 def __getattr__(name: str) -> FastAPI:

@@ -43,9 +43,20 @@ import asyncio, json, os, sys
 
 from pydantic_ai.messages import ModelMessagesTypeAdapter
 
+from app.llm import factory
 from app.llm.factory import build_model
 from app.llm.media_policy import Policy
 from app.main import create_app
+
+BUILT = []
+
+
+def recording_build(model, registry):
+    BUILT.append(model.id)
+    return build_model(model, registry)
+
+
+factory.build_model = recording_build  # what the model cache builds, as it builds it
 
 
 async def main() -> None:
@@ -57,7 +68,7 @@ async def main() -> None:
         }
         complete = ModelMessagesTypeAdapter.pydantic_complete
         registry = app.state.services.registry
-        built = sorted(m.id for m in registry.models() if m.id in app.state.services.models)
+        built = sorted(BUILT)
         policy = Policy.of(build_model(registry.get("openai/gpt"), registry))
         # The start-up sweep runs in the background: wait for it, unless it has ended already.
         for task in asyncio.all_tasks():

@@ -4,7 +4,7 @@ signing up and signing in.
 `create_user` takes an address and password already validated (`RegisterIn`) and a password
 already hashed (in the hashing queue, `app.auth.passwords`), and adds the row in the caller's
 transaction, so a sign-up opens its first session in the same commit. An address taken
-meanwhile by a parallel request is the same `EmailTaken` as one taken before.
+by a parallel request is the same `EmailTaken` as one taken before.
 
 Sign-up and sign-in are the two actions anyone can take, and each costs an Argon2 hash, so both
 pass the throttle (`app.auth.throttle`) before any password work: the attempt is counted first,
@@ -41,9 +41,10 @@ async def create_user(
     display_name: str | None = None,
     is_admin: bool = False,
 ) -> User:
-    """Add the user (flushed, not committed); `EmailTaken` when the address is in use."""
-    if await db.scalar(select(User.id).where(User.email == email)) is not None:
-        raise EmailTaken
+    """Add the user (flushed, not committed); `EmailTaken` when the address is in use.
+
+    The unique index decides, so an address taken by a parallel request between a caller's own
+    check and this write is refused the same way (the caller's transaction is rolled back)."""
     user = User(
         email=email,
         password_hash=password_hash,
@@ -83,7 +84,7 @@ async def sign_up(
     except throttle.Throttled as exc:
         raise _too_many("too many sign-ups from this address; try again later", exc) from exc
     if await db.scalar(select(User.id).where(User.email == email)) is not None:
-        raise EmailTaken  # before the hash: a taken address costs no Argon2 work
+        raise EmailTaken  # checked before the hash: a taken address costs no Argon2 work
     user = await create_user(
         db,
         email=email,

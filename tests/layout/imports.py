@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
+from functools import cache
 from pathlib import Path
 
 APP = Path(__file__).resolve().parents[2] / "app"
@@ -36,15 +37,21 @@ def _imported(tree: ast.AST, module: str, is_package: bool) -> Iterator[str]:
             yield from (f"{target}.{alias.name}" for alias in node.names)
 
 
-def module_graph() -> dict[str, set[str]]:
-    """Each module of `app` and the modules of `app` it imports."""
+@cache
+def _read_graph() -> dict[str, frozenset[str]]:
+    """Each module of `app` and the modules of `app` it imports (read once per run)."""
     paths = {module_name(p): p for p in APP.rglob("*.py")}
-    graph: dict[str, set[str]] = {}
+    graph: dict[str, frozenset[str]] = {}
     for module, path in paths.items():
         tree = ast.parse(path.read_text(), str(path))
         targets = _imported(tree, module, path.name == "__init__.py")
-        graph[module] = {t for t in targets if t in paths and t != module}
+        graph[module] = frozenset(t for t in targets if t in paths and t != module)
     return graph
+
+
+def module_graph() -> dict[str, set[str]]:
+    """Each module of `app` and the modules of `app` it imports; a fresh copy to change."""
+    return {module: set(targets) for module, targets in _read_graph().items()}
 
 
 def package_of(module: str) -> str:

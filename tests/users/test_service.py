@@ -1,5 +1,5 @@
 """`create_user`, the one path that makes users: defaults, and a taken address in both ways
-it can be taken (before the call, and by a parallel request between its check and its write)."""
+it can be taken (before the call, and by a parallel request that has not committed yet)."""
 
 from __future__ import annotations
 
@@ -47,20 +47,20 @@ async def test_an_address_taken_by_a_parallel_request_is_email_taken(services: S
     now = services.clock.now()
     async with services.sessions() as first, services.sessions() as second:
         await create_user(first, email="ada@example.com", password_hash="h", now=now)
-        # The second request's check runs before the first commits: it sees a free address,
-        # and its insert meets the unique index once the first commits.
-        checked = asyncio.Event()
+        # The second request writes while the first has not committed: its insert waits on the
+        # unique index (or the database lock) and is refused once the first commits.
+        writing = asyncio.Event()
         flush = second.flush
 
-        async def flush_after_the_check(*args: Any, **kwargs: Any) -> None:
-            checked.set()
+        async def flush_announced(*args: Any, **kwargs: Any) -> None:
+            writing.set()
             await flush(*args, **kwargs)
 
-        second.flush = flush_after_the_check  # type: ignore[method-assign]
+        second.flush = flush_announced  # type: ignore[method-assign]
         racing = asyncio.create_task(
             create_user(second, email="ada@example.com", password_hash="h2", now=now)
         )
-        await checked.wait()
+        await writing.wait()
         await first.commit()
         with pytest.raises(EmailTaken) as refused:
             await racing

@@ -39,7 +39,7 @@ async def acquire(
 
     For a turn that answers a new message (`for_message`) the same statement also requires
     that no tool call waits for the user's approval, marks the chat updated and gives it
-    `title` if it has none: the send route's checks and writes on the chat row are one UPDATE.
+    `title` if it has none: sending a message checks and writes the chat row in one UPDATE.
     """
     statement = (
         update(Chat)

@@ -112,7 +112,7 @@ def instructions(catalogue: Catalogue) -> str:
 
 @dataclass(frozen=True, slots=True)
 class TurnPlan:
-    """What a turn needs to know before it starts, decided by the route that starts it."""
+    """What a turn needs to know before it starts, decided by the chat service that starts it."""
 
     owner: str
     user_id: uuid.UUID
@@ -123,7 +123,7 @@ class TurnPlan:
     resume: DeferredToolResults | None = None
     """The user's decisions on the calls a paused turn waits for; the turn continues from them."""
     first_round_id: int | None = None
-    """The first round's assistant row, when the send route stored it with the user message."""
+    """The first round's assistant row, when sending stored it with the user message."""
 
 
 def end_status(error: BaseException, streamed: bool) -> str:
@@ -366,7 +366,7 @@ class Turn:
 
     async def _history(self) -> _History:
         """What the run is built from, read in one session: the chat's rows (less the round the
-        send route opened for this turn), its activations, latest summary and evidence."""
+        chat service opened for this turn), its activations, latest summary and evidence."""
         services, plan = self.services, self.plan
         async with services.sessions() as db:
             rows = await load_rows(db, plan.chat_id)

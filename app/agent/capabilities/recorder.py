@@ -4,7 +4,7 @@ A pydantic-ai capability, so it sees every round whichever way the run is driven
 
 - when a round starts (`wrap_model_request`) it creates the round's assistant message with
   status `streaming` and announces its id (`data-assistant-message`); a new message's first
-  round uses the row the send route stored with the message, in the same transaction;
+  round uses the row sending stored with the message, in the same transaction;
 - while the round streams (`on_event`) it keeps the partial text and reasoning, so a round that
   fails, is cut off or is stopped keeps what the model had said;
 - when the round ends it stores the content, reasoning, the full response for replay (thinking
@@ -158,7 +158,7 @@ class Recorder(AbstractCapability[TurnDeps]):
         self.question_id = question_id
         """The user message that started the question; recorded on every round it makes."""
         self.first_round_id = first_round_id
-        """The first round's row when the send route stored it; used by the first round."""
+        """The first round's row when sending stored it; used by the first round."""
         self.usage = TurnUsage()
         self.round: _Round | None = None
         self.message_ids: list[int] = []
@@ -245,7 +245,7 @@ class Recorder(AbstractCapability[TurnDeps]):
         return args
 
     async def _open_round(self) -> None:
-        if self.first_round_id is not None:  # stored with the user message by the send route
+        if self.first_round_id is not None:  # stored with the user message when it was sent
             message_id, self.first_round_id = self.first_round_id, None
         else:
             message = round_row(self.chat_id, self.model_id, self.clock.now(), self.question_id)

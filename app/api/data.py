@@ -26,7 +26,6 @@ from urllib.parse import quote, unquote_to_bytes
 import anyio
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import FileResponse
-from sqlalchemy import select
 from starlette.types import Message, Receive, Scope, Send
 
 from app.api.deps import Auth, Connection, ServicesDep
@@ -34,7 +33,7 @@ from app.core.errors import NotFound
 from app.core.http.schemas import error_responses
 from app.files.roots import OutsideRoot, resolve_inside, user_root
 from app.files.sniff import sniff_fd
-from app.models import Upload
+from app.uploads import service as uploads
 
 router = APIRouter(tags=["data"])
 
@@ -223,17 +222,9 @@ async def upload_file(
     """An upload's bytes, for its owner; the filename must be the upload's own."""
     try:
         ident = uuid.UUID(upload_id)
-    except ValueError:
+        row = await uploads.stored_file(connection, auth.user.id, ident, filename)
+    except (ValueError, NotFound):
         raise _not_found() from None
-    row = (
-        await connection.execute(
-            select(Upload.filename, Upload.stored_path, Upload.mime, Upload.sha256).where(
-                Upload.id == ident, Upload.user_id == auth.user.id
-            )
-        )
-    ).first()
-    if row is None or row.filename != filename:
-        raise _not_found()
     root = await anyio.to_thread.run_sync(user_root, services.settings.data_dir, auth.user.id)
     handle, info = await _open(root, row.stored_path)
     return _serve(

@@ -145,6 +145,16 @@ async def one(
     return rows[0]
 
 
+async def stored_file(
+    connection: AsyncConnection, user_id: uuid.UUID, upload_id: uuid.UUID, filename: str
+) -> views.UploadRow:
+    """The upload `/data/<id>/<filename>` names, when it is the user's and the name its own."""
+    row = await one(connection, user_id, upload_id)
+    if row.filename != filename:
+        raise NotFound(UPLOAD_NOT_FOUND)
+    return row
+
+
 async def reingest(
     services: Services, db: AsyncSession, user_id: uuid.UUID, upload_id: uuid.UUID
 ) -> Upload:

@@ -25,6 +25,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.clock import Clock
 from app.models import LlmRequest
+from app.tools.deps import TurnDeps
 
 
 def describe_error(error: BaseException) -> str:
@@ -34,7 +35,7 @@ def describe_error(error: BaseException) -> str:
     return text[:4000]
 
 
-class RequestLog(AbstractCapability[Any]):
+class RequestLog(AbstractCapability[TurnDeps]):
     def __init__(
         self,
         sessions: async_sessionmaker[AsyncSession],
@@ -57,7 +58,7 @@ class RequestLog(AbstractCapability[Any]):
     _stream_error: BaseException | None = None
 
     async def wrap_run_event_stream(
-        self, ctx: RunContext[Any], *, stream: AsyncIterable[Any]
+        self, ctx: RunContext[TurnDeps], *, stream: AsyncIterable[Any]
     ) -> AsyncIterable[Any]:
         try:
             async for event in stream:
@@ -69,7 +70,7 @@ class RequestLog(AbstractCapability[Any]):
             await aclose_if_supported(stream)
 
     async def wrap_model_request(
-        self, ctx: RunContext[Any], *, request_context: Any, handler: Any
+        self, ctx: RunContext[TurnDeps], *, request_context: Any, handler: Any
     ) -> ModelResponse:
         started_at = self.clock.now()
         started = self.clock.monotonic()

@@ -33,8 +33,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("rev", help="the revision to compare with (e.g. HEAD~1)")
     parser.add_argument("scripts", nargs="+", help="bench scripts, e.g. turn_overhead.py")
-    args, extra = parser.parse_known_args()
-    extra = [a for a in extra if a != "--"]
+    argv = sys.argv[1:]
+    split = argv.index("--") if "--" in argv else len(argv)
+    args = parser.parse_args(argv[:split])
+    extra = argv[split + 1 :]
     failed = 0
     with tempfile.TemporaryDirectory(prefix="hearth-bench-") as folder:
         before = Path(folder) / "before"

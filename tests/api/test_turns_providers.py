@@ -7,6 +7,7 @@ golden files pin the exact bodies of a two-round turn with a tool call per provi
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from typing import Any
 
@@ -14,7 +15,7 @@ import pytest
 from sqlalchemy import select
 
 from app.llm.registry import ModelRegistry
-from app.models import LlmRequest
+from app.models import LlmRequest, Message
 from app.services import Services
 from tests.clock import ShiftedClock
 from tests.fakes.providers import (
@@ -343,3 +344,56 @@ async def test_a_crash_mid_tool_is_replayed_as_interrupted(
     assert statuses[2] == ("assistant", "incomplete")
     assert chat["messages"][1]["tool_calls"][0]["status"] == "cancelled"
     assert statuses[-1] == ("assistant", "ok")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_a_streaming_rounds_text_reaches_its_row_while_it_streams(
+    kind: str,
+    user: Client,
+    fakes: dict[str, FakeProviderServer],
+    registry: ModelRegistry,
+    services: Services,
+) -> None:
+    """What the client has seen is in the round's row within half a second, while the round
+    is still `streaming`: a process killed now would lose none of it."""
+    fake = fakes[kind]
+    said = "Every word of this goes to the row before the round ends. " * 3
+    fake.script(Hang(after_events=12, reply=Reply(text=said, chunk_chars=8)))
+    chat_id = (await user.post("/api/chats", json={"model": MODEL_IDS[kind]})).json()["id"]
+    async with user.http.stream(
+        "POST",
+        f"/api/chats/{chat_id}/messages",
+        json={"content": "talk, then hang"},
+        headers={"X-CSRF-Token": user.csrf or ""},
+    ) as response:
+        record = await fake.wait_for_request(0)
+        await asyncio.wait_for(record.hanging.wait(), 5)
+        seen = ""
+        lines = response.aiter_lines()
+        async for line in lines:
+            if line.startswith("data: {") and '"text-delta"' in line:
+                seen += json.loads(line[6:])["delta"]
+            if seen and said.startswith(seen) and len(seen) >= 8 * 5:
+                break
+
+        async def stored() -> tuple[str, str] | None:
+            async with services.sessions() as db:
+                row = (
+                    await db.execute(
+                        select(Message.status, Message.content)
+                        .where(Message.chat_id == uuid.UUID(chat_id), Message.role == "assistant")
+                        .order_by(Message.id.desc())
+                    )
+                ).first()
+            return (row.status, row.content) if row and row.content else None
+
+        status, content = await wait_until(stored, within=3, failure="no text in the row")
+        assert status == "streaming"
+        assert said.startswith(content) and len(content) >= len(seen) - 8
+        assert (await user.post(f"/api/chats/{chat_id}/stop")).status_code == 202
+        async for _ in lines:
+            pass
+    chat = await wait_until_idle(user, chat_id)
+    last = chat["messages"][-1]
+    assert last["status"] == "cancelled" and said.startswith(last["content"])
+    assert len(last["content"]) >= len(content)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import uuid
 from datetime import datetime, timedelta
 
-from sqlalchemy import exists, func, or_, select, update
+from sqlalchemy import bindparam, exists, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -113,3 +113,19 @@ async def stop_requested(db: AsyncSession, owners: list[str]) -> list[str]:
         select(Chat.turn_owner).where(Chat.turn_owner.in_(owners), Chat.turn_stop_requested)
     )
     return [owner for owner in rows if owner is not None]
+
+
+_SAVE_PARTIAL = (
+    update(Message.__table__)  # type: ignore[arg-type]
+    .where(Message.__table__.c.id == bindparam("row"), Message.__table__.c.status == "streaming")
+    .values(content=bindparam("text"), reasoning=bindparam("thought"))
+)
+
+
+async def save_partial(db: AsyncSession, rounds: list[tuple[int, str, str | None]]) -> None:
+    """Write the partial text of streaming rounds, all in one statement; a round that has
+    ended meanwhile keeps its own last write (`streaming` rows only)."""
+    if rounds:
+        params = [{"row": row, "text": text, "thought": thought} for row, text, thought in rounds]
+        connection = await db.connection()
+        await connection.execute(_SAVE_PARTIAL, params)

@@ -1,8 +1,10 @@
 """The turns running in this process: starting them, stopping them, keeping their leases.
 
-One background loop per process serves every local turn with two cheap queries, whatever the
-number of turns: every half second it asks which of them were asked to stop (a `/stop` that
-reached another worker), and every third of the lease time it renews all their leases at once.
+One background loop per process serves every local turn with a few cheap statements, whatever
+the number of turns: every half second it writes the new text of every streaming round in one
+statement (so a killed process loses at most that half second) and asks which turns were asked
+to stop (a `/stop` that reached another worker), and every third of the lease time it renews
+all their leases at once.
 A summary made on request holds the chat's lease the same way (`holding`): however long the
 summary request takes, no turn starts beside it. The renewal interval follows the lease setting
 as it is at each tick.
@@ -127,14 +129,16 @@ class TurnSupervisor:
             owners = turns + list(self._held)
             if not owners:
                 continue
+            partial = [s for turn in self._turns.values() if (s := turn.unsaved_text())]
             try:
                 async with self.services.sessions() as db:
+                    await leases.save_partial(db, partial)
                     for owner in await leases.stop_requested(db, turns):
                         if (turn := self._turns.get(owner)) is not None:
                             turn.stop()
                     if clock.monotonic() - renewed_at >= renew_every:
                         await leases.renew(db, owners, clock.now(), self.lease)
-                        await db.commit()
                         renewed_at = clock.monotonic()
+                    await db.commit()
             except Exception:  # the database may be briefly away; the next tick tries again
                 log.exception("turn supervisor tick failed")

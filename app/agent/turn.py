@@ -148,6 +148,7 @@ class Turn:
         self._done: str | None = None
         """The stream's `[DONE]`, held back until the turn has let go of the chat."""
         self.task: asyncio.Task[None] | None = None
+        self.recorder: Recorder | None = None
 
     # -- control -----------------------------------------------------------------------------
 
@@ -189,6 +190,10 @@ class Turn:
         elif self._listening or chunk is None:
             self._outbox.put_nowait(chunk)
 
+    def unsaved_text(self) -> tuple[int, str, str | None] | None:
+        """The open round's text and reasoning, when more arrived since last asked."""
+        return self.recorder.unsaved() if self.recorder is not None else None
+
     def end_stream(self) -> None:
         """End the response: `[DONE]`, then nothing more. Called once the turn has stored its
         end and released the chat's lease, so a client that sends its next message the moment
@@ -209,6 +214,7 @@ class Turn:
             plan.user_message_id,
             plan.first_round_id,
         )
+        self.recorder = recorder
         if plan.resume is not None:
             await recorder.adopt_pending()
         reference = current_request_id()

@@ -5,11 +5,12 @@ A pydantic-ai capability, so it sees every round whichever way the run is driven
 - when a round starts (`wrap_model_request`) it creates the round's assistant message with
   status `streaming` and announces its id (`data-assistant-message`); a new message's first
   round uses the row sending stored with the message, in the same transaction;
-- while the round streams (`on_event`) it keeps the partial text and reasoning, and writes them
-  to the round's row at most every `FLUSH_SECONDS` (so at most twice a second per turn, one
-  short `UPDATE` each, in a task of its own that the stream never waits for): a process killed
-  mid-round loses at most the last half second of what its client saw, and a round that fails,
-  is cut off or is stopped keeps what the model had said;
+- while the round streams (`on_event`) it keeps the partial text and reasoning; the turn
+  supervisor collects what is new (`unsaved`) from every turn of the process twice a second and
+  writes it in one statement, so the stream never waits for a write and the database sees two
+  transactions a second however many turns run; a process killed mid-round loses at most the
+  last half second of what its client saw, and a round that fails, is cut off or is stopped
+  keeps what the model had said;
 - when the round ends it stores the content, reasoning, the full response for replay (thinking
   signatures, reasoning content), the model and the usage split into input, output, cache read
   and cache write tokens;
@@ -46,7 +47,6 @@ hold neither.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import json
 import logging
@@ -93,9 +93,6 @@ log = logging.getLogger("hearth.turns")
 
 UNFINISHED_CALL = "The tool call did not finish: the turn ended first."
 
-FLUSH_SECONDS = 0.5
-"""How long a streaming round's new text may wait before it reaches the round's row."""
-
 
 @dataclass
 class TurnUsage:
@@ -126,9 +123,8 @@ class _Round:
     reasoning: list[str] = field(default_factory=list)
     streamed: bool = False
     """Whether any output arrived, which tells a stream cut off mid-way from a failed request."""
-    flushed_at: float = 0.0
-    """When (the clock's monotonic time) the partial text last went to the row, or the round
-    opened."""
+    saved: tuple[int, int] = (0, 0)
+    """How many pieces of text and reasoning `unsaved` has handed out."""
 
 
 def round_row(chat_id: uuid.UUID, model_id: str, now: datetime, question_id: int) -> Message:
@@ -180,9 +176,6 @@ class Recorder(AbstractCapability[TurnDeps]):
         """tool_call_id -> row id of the pending calls a resumed turn carries on."""
         self.refused: dict[str, str] = {}
         """tool_call_id -> why the call is answered as an error without running."""
-        self._flush: asyncio.Task[None] | None = None
-        """The open round's next write of its partial text, waiting for its moment or writing."""
-        self._flush_writing = False
 
     async def adopt_pending(self) -> None:
         """A resumed turn continues the chat's pending calls on their own rows."""
@@ -266,12 +259,11 @@ class Recorder(AbstractCapability[TurnDeps]):
                 db.add(message)
                 await db.commit()
             message_id = message.id
-        self.round = _Round(message_id, flushed_at=self.clock.monotonic())
+        self.round = _Round(message_id)
         self.message_ids.append(message_id)
 
     async def _close_round(self, response: ModelResponse) -> None:
         assert self.round is not None
-        await self._settle_flush()
         self.usage.add(response.usage)
         text = "".join(p.content for p in response.parts if isinstance(p, TextPart))
         reasoning = "\n\n".join(p.content for p in response.parts if isinstance(p, ThinkingPart))
@@ -300,8 +292,7 @@ class Recorder(AbstractCapability[TurnDeps]):
         current = self.round
         if isinstance(event, PartStartEvent | PartDeltaEvent) and current is not None:
             current.streamed = True
-            if self._keep(current, event) and (self._flush is None or self._flush.done()):
-                self._flush = asyncio.create_task(self._flush_soon(current))
+            self._keep(current, event)
         elif isinstance(event, FunctionToolCallEvent):
             await self._tool_started(ctx, event)
         elif isinstance(event, FunctionToolResultEvent):
@@ -327,44 +318,18 @@ class Recorder(AbstractCapability[TurnDeps]):
             return True
         return False
 
-    async def _flush_soon(self, current: _Round) -> None:
-        """Write the round's partial text once `FLUSH_SECONDS` have passed since the last write.
-
-        The row is written only while it is `streaming`: the round's own end, or a stop, always
-        has the last word. A failed write is logged and left to the next one or the round's end.
-        """
-        wait = current.flushed_at + FLUSH_SECONDS - self.clock.monotonic()
-        if wait > 0:
-            await asyncio.sleep(wait)
-        current.flushed_at = self.clock.monotonic()
-        text, reasoning = "".join(current.text), "".join(current.reasoning)
-        self._flush_writing = True
-        try:
-            async with self.sessions() as db:
-                await db.execute(
-                    update(Message)
-                    .where(Message.id == current.message_id, Message.status == "streaming")
-                    .values(
-                        content=storable_text(text),
-                        reasoning=storable_text(reasoning) or None,
-                    )
-                )
-                await db.commit()
-        except Exception:
-            log.warning("a streaming round's text was not written yet", exc_info=True)
-        finally:
-            self._flush_writing = False
-
-    async def _settle_flush(self) -> None:
-        """Before the round's own last write: a write still waiting is dropped, one under way
-        is let finish (its `UPDATE` never overwrites an ended round, but is not cut mid-way)."""
-        flush, self._flush = self._flush, None
-        if flush is None or flush.done():
-            return
-        if not self._flush_writing:
-            flush.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await flush
+    def unsaved(self) -> tuple[int, str, str | None] | None:
+        """The open round's row id, text and reasoning when it has more than was handed out
+        last time, for the supervisor's batched write of partial rounds; None otherwise."""
+        current = self.round
+        if current is None:
+            return None
+        seen = (len(current.text), len(current.reasoning))
+        if seen == current.saved:
+            return None
+        current.saved = seen
+        reasoning = storable_text("".join(current.reasoning)) or None
+        return current.message_id, storable_text("".join(current.text)), reasoning
 
     async def _tool_started(self, ctx: RunContext[TurnDeps], event: FunctionToolCallEvent) -> None:
         part = event.part
@@ -505,7 +470,6 @@ class Recorder(AbstractCapability[TurnDeps]):
         error is kept on the last round instead, so the stored chat says why the turn ended;
         with `last_failed` (hearth's own fault ended the turn) that round is `failed` too.
         """
-        await self._settle_flush()
         error = storable_text(error) if error is not None else None
         current, self.round = self.round, None
         if current is None and self.first_round_id is not None:  # it ended before its 1st round
@@ -548,7 +512,6 @@ class Recorder(AbstractCapability[TurnDeps]):
     async def close_leftovers(self, error: str | None) -> None:
         """Fail whatever this turn left open, whichever way it ended: a round still `streaming`,
         a call of the chat still `running` (the turn holds the chat's lease, so they are its)."""
-        await self._settle_flush()
         self.running_tools.clear()
         async with self.sessions() as db:
             if self.message_ids:

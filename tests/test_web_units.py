@@ -16,6 +16,9 @@ import pytest
 
 from tests.support import IN_CI, ROOT
 
+# Runs the web client's unit tests under Node.js: the full suite's, not the quick subset's.
+pytestmark = pytest.mark.slow
+
 TEST_FILES = ["tests/js/markdown.test.mjs", "tests/js/diff.test.mjs"]
 TIMEOUT = 120
 

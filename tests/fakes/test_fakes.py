@@ -52,6 +52,9 @@ from tests.fakes.providers import (
 from tests.support import TLS
 from tests.support import http_client as loopback_client
 
+# The fakes' own proofs run in the full suite; the quick subset relies on them.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 KINDS = ["anthropic", "openai", "moonshot"]
 

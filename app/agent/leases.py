@@ -3,8 +3,10 @@
 Acquiring is one conditional UPDATE (the chat is free, or its lease has lapsed), so two
 processes racing for a chat can't both win, on SQLite or PostgreSQL. The owner renews the
 lease while the turn runs; a process that dies stops renewing and its lease lapses after
-`HEARTH_TURN_LEASE_SECONDS`. A stop request is a flag on the same row, which the owning
-process polls, so `/stop` works whichever worker receives it.
+`HEARTH_TURN_LEASE_SECONDS`, and every worker's sweeper (`sweep`) then settles what that turn
+left open, so nothing stays `streaming` waiting for someone to write in the chat. A stop request
+is a flag on the same row, which the owning process polls, so `/stop` works whichever worker
+receives it.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import uuid
 from datetime import datetime, timedelta
 
-from sqlalchemy import bindparam, exists, func, or_, select, update
+from sqlalchemy import case, exists, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -55,29 +57,106 @@ async def acquire(
     return bool(await rows_changed(db, statement))
 
 
-async def settle_orphans(db: AsyncSession, chat_id: uuid.UUID, now: datetime) -> None:
-    """Close what a turn of a dead process left open; call it holding the chat's lease.
+INTERRUPTED_ROUND = "This answer was cut off: the hearth worker writing it stopped before the end."
+INTERRUPTED_CALL = "The tool call did not finish: the hearth worker running it stopped."
+INTERRUPTED_WAIT = "The tool call was not run: the hearth worker resuming the turn stopped first."
 
-    A round still `streaming` becomes `incomplete` (its partial text stays) and a tool call still
-    `running` becomes `cancelled`; the builder replays such calls to the model as interrupted.
+
+async def settle(
+    db: AsyncSession, chat_id: uuid.UUID, now: datetime, *, pending: bool = True
+) -> None:
+    """Close what the turn of a dead process left open; call it holding the chat's lease.
+
+    A round still `streaming` becomes `incomplete`, keeping the text it had when it stopped; a
+    tool call still `running` (and, with `pending`, one a resumed turn had not yet run) becomes
+    `cancelled`, which the builder replays to the model as interrupted; and a turn that died
+    between two rounds (its last round's calls all answered, no round after them) gets its last
+    round marked `incomplete`, so the stored chat never shows a turn that ended well when it
+    did not. A turn that answers the user's approvals passes `pending=False`: the calls waiting
+    for them are its own.
     """
     await db.execute(
         update(Message)
         .where(Message.chat_id == chat_id, Message.status == "streaming")
-        .values(status="incomplete", error="the turn was interrupted before this round ended")
+        .values(status="incomplete", error=INTERRUPTED_ROUND)
     )
     await db.execute(
         update(ChatLlmTool)
         .where(ChatLlmTool.chat_id == chat_id, ChatLlmTool.status == "running")
-        .values(status="cancelled", updated_at=now)
+        .values(status="cancelled", result=INTERRUPTED_CALL, updated_at=now)
+    )
+    if pending:
+        await db.execute(
+            update(ChatLlmTool)
+            .where(ChatLlmTool.chat_id == chat_id, ChatLlmTool.status == "pending")
+            .values(status="cancelled", result=INTERRUPTED_WAIT, updated_at=now)
+        )
+    last = select(func.max(Message.id)).where(Message.chat_id == chat_id).scalar_subquery()
+    calls = exists().where(ChatLlmTool.message_id == Message.id)
+    waiting = exists().where(ChatLlmTool.message_id == Message.id, ChatLlmTool.status == "pending")
+    await db.execute(
+        update(Message)
+        .where(
+            Message.id == last,
+            Message.role == "assistant",
+            Message.status == "ok",
+            Message.error.is_(None),
+            calls,
+            ~waiting,
+        )
+        .values(status="incomplete", error=INTERRUPTED_ROUND)
+        .execution_options(synchronize_session=False)
     )
 
 
-async def renew(db: AsyncSession, owners: list[str], now: datetime, lease: timedelta) -> None:
-    if owners:
+async def sweep(
+    db: AsyncSession, now: datetime, live: set[str], limit: int = 100
+) -> list[uuid.UUID]:
+    """Settle chats whose lease lapsed with its owner gone; the chats settled.
+
+    Each is claimed by clearing its lease where the lapsed owner still holds it, so a turn that
+    took the chat over meanwhile is left alone; on PostgreSQL the chats are read `FOR UPDATE
+    SKIP LOCKED`, so the workers sweeping at once share them out rather than wait for each other.
+    Owners in `live` are this process's own (a clock jump may make their lease look lapsed).
+    """
+    lapsed = (
         await db.execute(
-            update(Chat).where(Chat.turn_owner.in_(owners)).values(turn_lease_until=now + lease)
+            select(Chat.id, Chat.turn_owner)
+            .where(Chat.turn_owner.is_not(None), Chat.turn_lease_until < now)
+            .order_by(Chat.turn_lease_until)
+            .limit(limit)
+            .with_for_update(skip_locked=True)
         )
+    ).all()
+    settled = []
+    for chat_id, owner in lapsed:
+        if owner in live:
+            continue
+        claimed = await rows_changed(
+            db,
+            update(Chat)
+            .where(Chat.id == chat_id, Chat.turn_owner == owner, Chat.turn_lease_until < now)
+            .values(turn_owner=None, turn_lease_until=None, turn_stop_requested=False)
+            .execution_options(synchronize_session=False),
+        )
+        if claimed:
+            await settle(db, chat_id, now)
+            settled.append(chat_id)
+    return settled
+
+
+async def renew(db: AsyncSession, owners: list[str], now: datetime, lease: timedelta) -> set[str]:
+    """Extend the leases `owners` hold; the owners that still held theirs."""
+    if not owners:
+        return set()
+    renewed = await db.scalars(
+        update(Chat)
+        .where(Chat.turn_owner.in_(owners))
+        .values(turn_lease_until=now + lease)
+        .returning(Chat.turn_owner)
+        .execution_options(synchronize_session=False)
+    )
+    return {owner for owner in renewed if owner is not None}
 
 
 async def release(db: AsyncSession, chat_id: uuid.UUID, owner: str, now: datetime) -> None:
@@ -115,17 +194,41 @@ async def stop_requested(db: AsyncSession, owners: list[str]) -> list[str]:
     return [owner for owner in rows if owner is not None]
 
 
-_SAVE_PARTIAL = (
-    update(Message.__table__)  # type: ignore[arg-type]
-    .where(Message.__table__.c.id == bindparam("row"), Message.__table__.c.status == "streaming")
-    .values(content=bindparam("text"), reasoning=bindparam("thought"))
-)
+PARTIAL_BATCH = 1000
+"""Rounds per statement at most (three parameters each, well within either engine's limit)."""
 
 
-async def save_partial(db: AsyncSession, rounds: list[tuple[int, str, str | None]]) -> None:
-    """Write the partial text of streaming rounds, all in one statement; a round that has
-    ended meanwhile keeps its own last write (`streaming` rows only)."""
-    if rounds:
-        params = [{"row": row, "text": text, "thought": thought} for row, text, thought in rounds]
-        connection = await db.connection()
-        await connection.execute(_SAVE_PARTIAL, params)
+async def save_partial(
+    db: AsyncSession, rounds: list[tuple[int, str, str | None]]
+) -> tuple[set[int], set[str]]:
+    """Write the partial text of streaming rounds, in one statement, which also tells which of
+    their chats were asked to stop: the supervisor's tick is then one statement, not two.
+
+    Returns the rows written (a round that has ended meanwhile keeps its own last write:
+    `streaming` rows only) and the owners of their chats whose stop flag is set.
+    """
+    written: set[int] = set()
+    stopping: set[str] = set()
+    for start in range(0, len(rounds), PARTIAL_BATCH):
+        batch = rounds[start : start + PARTIAL_BATCH]
+        ids = [row for row, _, _ in batch]
+        asked = (
+            select(Chat.turn_owner)
+            .where(Chat.id == Message.chat_id, Chat.turn_stop_requested)
+            .scalar_subquery()
+        )
+        result = await db.execute(
+            update(Message)
+            .where(Message.id.in_(ids), Message.status == "streaming")
+            .values(
+                content=case({row: text for row, text, _ in batch}, value=Message.id),
+                reasoning=case({row: thought for row, _, thought in batch}, value=Message.id),
+            )
+            .returning(Message.id, asked)
+            .execution_options(synchronize_session=False)
+        )
+        for row, owner in result:
+            written.add(row)
+            if owner is not None:
+                stopping.add(owner)
+    return written, stopping

@@ -1,10 +1,19 @@
-"""The turns running in this process: starting them, stopping them, keeping their leases.
+"""The turns running in this process: starting them, stopping them, keeping their leases, and
+settling the turns of processes that died.
 
 One background loop per process serves every local turn with a few cheap statements, whatever
-the number of turns: every half second it writes the new text of every streaming round in one
-statement (so a killed process loses at most that half second) and asks which turns were asked
-to stop (a `/stop` that reached another worker), and every third of the lease time it renews
-all their leases at once.
+the number of turns: every half second it writes the new text of every streaming round (so a
+killed process loses at most that half second) and asks which turns were asked to stop (a
+`/stop` that reached another worker), both in one statement while every turn streams text
+(`leases.save_partial` returns the stop flags of the rounds it wrote; a second statement asks
+for the other turns only), and every third of the lease time it renews all their leases at
+once. A turn whose lease could not be renewed in time (the database was away
+longer than the lease) has lost its chat, which another worker may have settled or taken: it is
+stopped.
+
+A second loop, every `SWEEP_SECONDS`, settles the chats whose lease lapsed with their owner
+gone (`leases.sweep`): a killed worker's rounds and calls are closed within the lease time and
+one period, whoever writes in the chat next and whether or not anyone does.
 A summary made on request holds the chat's lease the same way (`holding`): however long the
 summary request takes, no turn starts beside it. The renewal interval follows the lease setting
 as it is at each tick.
@@ -20,13 +29,17 @@ import uuid
 from collections.abc import AsyncIterator
 from datetime import timedelta
 
+from sqlalchemy.ext.asyncio import AsyncSession
+
 from app.agent import leases
 from app.agent.runtime import TurnRuntime
 from app.agent.turn import Turn, TurnPlan
+from app.core.db.retry import transaction
 
 log = logging.getLogger("hearth.turns")
 
 POLL_SECONDS = 0.5
+SWEEP_SECONDS = 3.0
 
 
 class TurnSupervisor:
@@ -36,7 +49,7 @@ class TurnSupervisor:
         """owner -> running turn."""
         self._held: set[str] = set()
         """Owners of leases held by something other than a turn (a summary on request)."""
-        self._loop_task: asyncio.Task[None] | None = None
+        self._loop_tasks: list[asyncio.Task[None]] = []
 
     @property
     def lease(self) -> timedelta:
@@ -49,13 +62,16 @@ class TurnSupervisor:
     # -- lifecycle ---------------------------------------------------------------------------
 
     def start(self) -> None:
-        self._loop_task = asyncio.create_task(self._watch(), name="hearth-turn-supervisor")
+        self._loop_tasks = [
+            asyncio.create_task(self._watch(), name="hearth-turn-supervisor"),
+            asyncio.create_task(self._sweep(), name="hearth-lease-sweeper"),
+        ]
 
     async def close(self) -> None:
-        if self._loop_task is not None:
-            self._loop_task.cancel()
+        for loop in self._loop_tasks:
+            loop.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await self._loop_task
+                await loop
         tasks = [turn.task for turn in self._turns.values() if turn.task is not None]
         for task in tasks:
             task.cancel()
@@ -77,14 +93,18 @@ class TurnSupervisor:
         finally:
             self._turns.pop(turn.plan.owner, None)
             try:
-                await asyncio.shield(self._release(turn.plan))
+                if turn.end_stored:  # else the lease lapses, and a sweep settles the chat
+                    await asyncio.shield(self._release(turn.plan))
+            except Exception:
+                log.exception("releasing the chat %s failed", turn.plan.chat_id)
             finally:
                 turn.end_stream()
 
     async def _release(self, plan: TurnPlan) -> None:
-        async with self.services.sessions() as db:
+        async def release(db: AsyncSession) -> None:
             await leases.release(db, plan.chat_id, plan.owner, self.services.clock.now())
-            await db.commit()
+
+        await transaction(self.services.sessions, release, what="releasing a chat")
 
     @contextlib.asynccontextmanager
     async def holding(self, owner: str) -> AsyncIterator[None]:
@@ -129,16 +149,45 @@ class TurnSupervisor:
             owners = turns + list(self._held)
             if not owners:
                 continue
-            partial = [s for turn in self._turns.values() if (s := turn.unsaved_text())]
+            partial = [(turn, mark) for turn in self._turns.values() if (mark := turn.unsaved())]
+            renewed: set[str] | None = None
             try:
                 async with self.services.sessions() as db:
-                    await leases.save_partial(db, partial)
-                    for owner in await leases.stop_requested(db, turns):
+                    written, stopping = await leases.save_partial(
+                        db, [mark.row() for _, mark in partial]
+                    )
+                    asked = {t.plan.owner for t, m in partial if m.round.message_id in written}
+                    unasked = [owner for owner in turns if owner not in asked]
+                    stopping |= set(await leases.stop_requested(db, unasked))
+                    for owner in stopping:
                         if (turn := self._turns.get(owner)) is not None:
                             turn.stop()
                     if clock.monotonic() - renewed_at >= renew_every:
-                        await leases.renew(db, owners, clock.now(), self.lease)
-                        renewed_at = clock.monotonic()
+                        renewed = await leases.renew(db, owners, clock.now(), self.lease)
                     await db.commit()
             except Exception:  # the database may be briefly away; the next tick tries again
                 log.exception("turn supervisor tick failed")
+                continue
+            for turn, mark in partial:
+                turn.saved(mark)
+            if renewed is not None:
+                renewed_at = clock.monotonic()
+                for owner in set(turns) - renewed:
+                    if (turn := self._turns.get(owner)) is not None:
+                        log.warning("the turn in chat %s lost its lease", turn.plan.chat_id)
+                        turn.stop()
+
+    async def _sweep(self) -> None:
+        """Settle, every `SWEEP_SECONDS`, the chats whose turn's process died."""
+        while True:
+            await asyncio.sleep(SWEEP_SECONDS)
+            live = set(self._turns) | self._held
+            try:
+                async with self.services.sessions() as db:
+                    settled = await leases.sweep(db, self.services.clock.now(), live)
+                    await db.commit()
+            except Exception:  # the database may be briefly away; the next sweep tries again
+                log.exception("settling lapsed turns failed")
+                continue
+            for chat_id in settled:
+                log.warning("settled chat %s, whose turn's process stopped", chat_id)

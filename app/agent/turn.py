@@ -34,6 +34,7 @@ from pydantic_ai.models import Model
 from pydantic_ai.output import OutputSpec
 from pydantic_ai.ui.vercel_ai.response_types import AbortChunk, DoneChunk
 from pydantic_ai.usage import UsageLimits
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.agent.activations import load_anchors
 from app.agent.capabilities.compaction import ToolReturnCompaction
@@ -42,6 +43,7 @@ from app.agent.capabilities.recorder import Recorder
 from app.agent.capabilities.request_log import RequestLog
 from app.agent.capabilities.request_shape import RequestShape
 from app.agent.history import build_history
+from app.agent.partial import Mark, SentText
 from app.agent.rows import StoredMessage, load_rows
 from app.agent.runtime import TurnRuntime
 from app.agent.stream import (
@@ -60,6 +62,7 @@ from app.agent.summaries import (
     summarise,
     summary_block,
 )
+from app.core.db.retry import transaction
 from app.core.http.request_id import current_request_id
 from app.files.roots import user_root
 from app.knowledge import evidence
@@ -143,12 +146,20 @@ class Turn:
         self.plan = plan
         self.cancellation = CancellationToken()
         self.stop_requested = False
-        self._outbox: asyncio.Queue[str | None] = asyncio.Queue()
+        self._outbox: asyncio.Queue[tuple[str, Mark | None] | None] = asyncio.Queue()
         self._listening = True
+        self._sent = SentText()
+        self._delivered: Mark | None = None
+        """How much of the open round the response has handed to the server."""
+        self._saved: Mark | None = None
+        """How much of it the supervisor has written to the round's row."""
         self._done: str | None = None
         """The stream's `[DONE]`, held back until the turn has let go of the chat."""
         self.task: asyncio.Task[None] | None = None
         self.recorder: Recorder | None = None
+        self.end_stored = True
+        """False when the turn could not store how it ended: its chat is then left to lapse,
+        and a sweep settles it (`app.agent.leases.sweep`)."""
 
     # -- control -----------------------------------------------------------------------------
 
@@ -167,9 +178,11 @@ class Turn:
         """
         outbox = self._outbox
         try:
-            while (chunk := await outbox.get()) is not None:
+            while (item := await outbox.get()) is not None:
+                chunk, mark = item
                 if outbox.empty():
                     yield chunk
+                    self._delivered = mark or self._delivered  # the server has taken it
                     continue
                 batch, ended = [chunk], False
                 while not outbox.empty():
@@ -177,29 +190,37 @@ class Turn:
                     if waiting is None:
                         ended = True
                         break
-                    batch.append(waiting)
+                    batch.append(waiting[0])
+                    mark = waiting[1] or mark
                 yield "".join(batch)
+                self._delivered = mark or self._delivered
                 if ended:
                     return
         finally:
             self._listening = False
 
-    def _emit(self, chunk: str | None) -> None:
+    def _emit(self, chunk: str, mark: Mark | None = None) -> None:
         if chunk == DONE_EVENT:
             self._done = chunk
-        elif self._listening or chunk is None:
-            self._outbox.put_nowait(chunk)
+        elif self._listening:
+            self._outbox.put_nowait((chunk, mark))
 
-    def unsaved_text(self) -> tuple[int, str, str | None] | None:
-        """The open round's text and reasoning, when more arrived since last asked."""
-        return self.recorder.unsaved() if self.recorder is not None else None
+    def unsaved(self) -> Mark | None:
+        """How much of the open round its row should hold, when that is more than it holds:
+        what the client was sent (`app.agent.partial`), or all of it once the client left."""
+        mark = self._delivered if self._listening else self._sent.mark()
+        return None if mark is None or mark == self._saved else mark
+
+    def saved(self, mark: Mark) -> None:
+        """The supervisor wrote the round's row up to `mark`."""
+        self._saved = mark
 
     def end_stream(self) -> None:
         """End the response: `[DONE]`, then nothing more. Called once the turn has stored its
         end and released the chat's lease, so a client that sends its next message the moment
         it reads `[DONE]` finds the chat free, never a 409 from the turn it just read."""
         if self._done is not None and self._listening:
-            self._outbox.put_nowait(self._done)
+            self._outbox.put_nowait((self._done, None))
         self._outbox.put_nowait(None)
 
     # -- the run -----------------------------------------------------------------------------
@@ -315,7 +336,7 @@ class Turn:
             cancellation_token=self.cancellation,
         ) as events:
             async for chunk in stream.transform_stream(events):
-                self._emit(stream.encode_event(chunk))
+                self._emit(stream.encode_event(chunk), self._sent.take(chunk))
 
     async def _settle(
         self, recorder: Recorder, stream: TurnEventStream, context: dict[str, Any]
@@ -349,6 +370,7 @@ class Turn:
         try:
             await recorder.abort(status, error, last_failed=last_failed)
         except Exception:
+            self.end_stored = False
             log.exception("closing the turn in chat %s failed", self.plan.chat_id)
 
     async def _close_leftovers(
@@ -357,16 +379,20 @@ class Turn:
         try:
             await recorder.close_leftovers(ended)
         except Exception:
+            self.end_stored = False
             log.exception("closing the turn in chat %s failed", self.plan.chat_id, extra=context)
 
     async def _citations(self, recorder: Recorder) -> tuple[int, list[EvidenceRow]] | None:
         """The question's cited passages and its latest message, once a round of it is stored."""
         if not recorder.message_ids or not (recorder.cited or self.plan.resume is not None):
             return None
-        async with self.services.sessions() as db:
-            rows = await evidence.load_rows(
+
+        async def read(db: AsyncSession) -> list[EvidenceRow]:
+            return await evidence.load_rows(
                 db, self.plan.chat_id, question=self.plan.user_message_id
             )
+
+        rows = await transaction(self.services.sessions, read, what="reading citations")
         passages = evidence.cited(rows)
         return (recorder.message_ids[-1], passages) if passages else None
 
@@ -374,7 +400,8 @@ class Turn:
         """What the run is built from, read in one session: the chat's rows (less the round the
         chat service opened for this turn), its activations, latest summary and evidence."""
         services, plan = self.services, self.plan
-        async with services.sessions() as db:
+
+        async def read(db: AsyncSession) -> _History:
             rows = await load_rows(db, plan.chat_id)
             anchors = await load_anchors(db, plan.chat_id)
             summary = await latest_summary(db, plan.chat_id)
@@ -389,9 +416,11 @@ class Turn:
                 if services.settings.compact_tool_returns
                 else None
             )
-        if plan.first_round_id is not None:
-            rows = [row for row in rows if row.id != plan.first_round_id]
-        return _History(rows, anchors, summary, question, capsule)
+            if plan.first_round_id is not None:
+                rows = [row for row in rows if row.id != plan.first_round_id]
+            return _History(rows, anchors, summary, question, capsule)
+
+        return await transaction(services.sessions, read, what="reading the chat")
 
     async def _compact(self) -> dict[str, Any] | None:
         """A summary before the turn, since the last request neared the context window.

@@ -168,7 +168,7 @@ async def _take_lease(
     if not taken:
         return None
     if previous_owner is not None:
-        await leases.settle_orphans(db, chat.id, now)
+        await leases.settle(db, chat.id, now, pending=False)
     return owner
 
 

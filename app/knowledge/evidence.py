@@ -27,6 +27,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession, async_sessionmaker
 
+from app.core.db.retry import insert_once
 from app.models import ChatEvidence, ChatLlmTool, KnowledgeChunk, Message, Upload
 
 EVIDENCE_KEY = "hearth_evidence"
@@ -90,34 +91,34 @@ async def record(
     now: datetime,
 ) -> bool:
     """Write the rows a knowledge tool's report asks for; whether it cited anything."""
-    rows = [
-        ChatEvidence(
-            chat_id=chat_id,
-            question_id=question_id,
-            epoch=epoch,
-            kind=kind,
-            chunk_row_id=row_id,
-            created_at=now,
-        )
-        for kind in ("retrieved", "cited")
-        for row_id in dict.fromkeys(report.get(kind, ()))
-    ]
-    if report.get("declared_none"):
-        rows.append(
+
+    def rows() -> list[ChatEvidence]:
+        made = [
             ChatEvidence(
                 chat_id=chat_id,
                 question_id=question_id,
                 epoch=epoch,
-                kind="declared_none",
+                kind=kind,
+                chunk_row_id=row_id,
                 created_at=now,
             )
-        )
-    if not rows:
-        return False
-    async with sessions() as db:
-        db.add_all(rows)
-        await db.commit()
-    return bool(report.get("cited"))
+            for kind in ("retrieved", "cited")
+            for row_id in dict.fromkeys(report.get(kind, ()))
+        ]
+        if report.get("declared_none"):
+            made.append(
+                ChatEvidence(
+                    chat_id=chat_id,
+                    question_id=question_id,
+                    epoch=epoch,
+                    kind="declared_none",
+                    created_at=now,
+                )
+            )
+        return made
+
+    stored = await insert_once(sessions, rows, what="recording evidence")
+    return bool(stored) and bool(report.get("cited"))
 
 
 # -- reading -------------------------------------------------------------------------------

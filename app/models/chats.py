@@ -12,7 +12,17 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Boolean, ForeignKey, Index, Integer, String, Text, UniqueConstraint, Uuid
+from sqlalchemy import (
+    Boolean,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    Uuid,
+    text,
+)
 from sqlalchemy.orm import Mapped, mapped_column
 from sqlalchemy.sql.expression import false
 
@@ -22,7 +32,16 @@ from app.core.db.types import BigId, JSONDoc, UTCDateTime
 
 class Chat(Base):
     __tablename__ = "chats"
-    __table_args__ = (Index(None, "user_id", "updated_at", "id"),)
+    __table_args__ = (
+        Index(None, "user_id", "updated_at", "id"),
+        # Every worker's sweep asks for lapsed leases every few seconds: only held ones are indexed.
+        Index(
+            "ix_chats_held_lease",
+            "turn_lease_until",
+            postgresql_where=text("turn_owner IS NOT NULL"),
+            sqlite_where=text("turn_owner IS NOT NULL"),
+        ),
+    )
 
     id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
     user_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))

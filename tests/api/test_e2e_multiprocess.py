@@ -8,8 +8,6 @@ neither an in-process lock nor in-process state can make these pass.
 from __future__ import annotations
 
 import asyncio
-import os
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -20,7 +18,8 @@ from app.llm.registry import ModelRegistry
 from app.services import Services
 from tests.fakes.providers import FakeProviderServer, Hang, Reply
 from tests.provider_setup import MODEL_IDS, providers_yaml
-from tests.support import ROOT, Client, free_port, http_client, wait_until, wait_until_idle
+from tests.support import Client, http_client, wait_until_idle
+from tests.workers import hearth_worker, worker_env
 
 pytestmark = pytest.mark.usefixtures("services")
 
@@ -32,38 +31,14 @@ async def second_worker(
     providers = tmp_path / "providers-b.yaml"
     providers.write_text(providers_yaml(fakes))
     settings = services.settings
-    port = free_port()
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("HEARTH_")},
-        "HEARTH_DATABASE_URL": settings.database_url,
-        "HEARTH_SECRET_KEY": settings.signing_key,
-        "HEARTH_DATA_DIR": str(settings.data_dir),
-        "HEARTH_PROVIDERS_FILE": str(providers),
-        "HEARTH_AUTO_MIGRATE": "0",
-        "HEARTH_TEST_PROVIDER_KEY": "test-key",
-        "PYTHONPATH": str(ROOT),
-    }
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "app.cli", "serve", "--port", str(port),
-        cwd=ROOT, env=env,
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    base = f"http://127.0.0.1:{port}"
-    try:
-        async with http_client() as probe:
-
-            async def healthy() -> bool:
-                assert process.returncode is None, "the second worker stopped while starting"
-                try:
-                    return (await probe.get(f"{base}/healthz")).status_code == 200
-                except httpx.HTTPError:
-                    return False
-
-            await wait_until(healthy, within=30, failure="the second worker did not start")
-        yield base
-    finally:
-        process.terminate()
-        await process.wait()
+    env = worker_env(
+        database_url=settings.database_url,
+        secret_key=settings.signing_key,
+        data_dir=settings.data_dir,
+        providers_file=providers,
+    )
+    async with hearth_worker(env) as worker:
+        yield worker.base_url
 
 
 def same_session(user: Client, base_url: str) -> httpx.AsyncClient:

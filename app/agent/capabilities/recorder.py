@@ -5,12 +5,11 @@ A pydantic-ai capability, so it sees every round whichever way the run is driven
 - when a round starts (`wrap_model_request`) it creates the round's assistant message with
   status `streaming` and announces its id (`data-assistant-message`); a new message's first
   round uses the row sending stored with the message, in the same transaction;
-- while the round streams (`on_event`) it keeps the partial text and reasoning; the turn
-  supervisor collects what is new (`unsaved`) from every turn of the process twice a second and
-  writes it in one statement, so the stream never waits for a write and the database sees two
-  transactions a second however many turns run; a process killed mid-round loses at most the
-  last half second of what its client saw, and a round that fails, is cut off or is stopped
-  keeps what the model had said;
+- while the round streams (`on_event`) it keeps the partial text and reasoning, so a round that
+  fails, is cut off or is stopped keeps what the model had said. Meanwhile the round's row gets
+  what the client was sent twice a second, written by the turn supervisor for every turn of the
+  process at once (`app.agent.partial`): the stream never waits for a write, and a process
+  killed mid-round loses at most the last half second;
 - when the round ends it stores the content, reasoning, the full response for replay (thinking
   signatures, reasoning content), the model and the usage split into input, output, cache read
   and cache write tokens;
@@ -24,7 +23,9 @@ A pydantic-ai capability, so it sees every round whichever way the run is driven
 When a turn ends abnormally the turn runner calls `abort`, which closes whatever is open, and
 whatever way it ends `close_leftovers` fails any call of the chat still `running`: no row outlives
 its turn in a state that says it is still going.
-Every write is its own short transaction: what happened is stored as soon as it happened.
+Every write is its own short transaction: what happened is stored as soon as it happened. A write
+whose connection drops is made again on a fresh one (`app.core.db.retry`), inserts exactly once;
+one that still fails ends the turn as hearth's own fault, which its client is told.
 
 What a model sends is screened before anything runs (`_screen_calls`), so no call of its can
 break the bookkeeping that pairs calls with rows and results:
@@ -75,12 +76,13 @@ from pydantic_ai.messages import (
     ToolReturnPart,
 )
 from pydantic_ai.tools import ToolDefinition
-from sqlalchemy import select, update
+from sqlalchemy import Executable, select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.agent.events import HearthPart
 from app.agent.stored_text import ID_LENGTH, bounded, storable, storable_text
 from app.clock import Clock
+from app.core.db.retry import insert_once, transaction
 from app.knowledge import evidence
 from app.knowledge.evidence import EVIDENCE_KEY
 from app.llm.dtl import MEDIA_KEY
@@ -123,8 +125,6 @@ class _Round:
     reasoning: list[str] = field(default_factory=list)
     streamed: bool = False
     """Whether any output arrived, which tells a stream cut off mid-way from a failed request."""
-    saved: tuple[int, int] = (0, 0)
-    """How many pieces of text and reasoning `unsaved` has handed out."""
 
 
 def round_row(chat_id: uuid.UUID, model_id: str, now: datetime, question_id: int) -> Message:
@@ -179,13 +179,16 @@ class Recorder(AbstractCapability[TurnDeps]):
 
     async def adopt_pending(self) -> None:
         """A resumed turn continues the chat's pending calls on their own rows."""
-        async with self.sessions() as db:
+
+        async def read(db: AsyncSession) -> dict[str, int]:
             rows = await db.execute(
                 select(ChatLlmTool.tool_call_id, ChatLlmTool.id).where(
                     ChatLlmTool.chat_id == self.chat_id, ChatLlmTool.status == "pending"
                 )
             )
-            self.adopted = {tool_call_id: row_id for tool_call_id, row_id in rows}
+            return {tool_call_id: row_id for tool_call_id, row_id in rows}
+
+        self.adopted = await transaction(self.sessions, read, what="reading pending calls")
 
     # -- rounds ------------------------------------------------------------------------------
 
@@ -254,10 +257,12 @@ class Recorder(AbstractCapability[TurnDeps]):
         if self.first_round_id is not None:  # stored with the user message when it was sent
             message_id, self.first_round_id = self.first_round_id, None
         else:
-            message = round_row(self.chat_id, self.model_id, self.clock.now(), self.question_id)
-            async with self.sessions() as db:
-                db.add(message)
-                await db.commit()
+            now = self.clock.now()
+            [message] = await insert_once(
+                self.sessions,
+                lambda: [round_row(self.chat_id, self.model_id, now, self.question_id)],
+                what="opening a round",
+            )
             message_id = message.id
         self.round = _Round(message_id)
         self.message_ids.append(message_id)
@@ -268,23 +273,22 @@ class Recorder(AbstractCapability[TurnDeps]):
         text = "".join(p.content for p in response.parts if isinstance(p, TextPart))
         reasoning = "\n\n".join(p.content for p in response.parts if isinstance(p, ThinkingPart))
         stored = storable(ModelMessagesTypeAdapter.dump_python([response], mode="json")[0])
-        async with self.sessions() as db:
-            await db.execute(
-                update(Message)
-                .where(Message.id == self.round.message_id)
-                .values(
-                    content=storable_text(text),
-                    reasoning=storable_text(reasoning) or None,
-                    status="ok",
-                    model=self.model_id,
-                    provider_details={"response": stored},
-                    input_tokens=response.usage.input_tokens or 0,
-                    output_tokens=response.usage.output_tokens or 0,
-                    cache_read_tokens=response.usage.cache_read_tokens or 0,
-                    cache_write_tokens=response.usage.cache_write_tokens or 0,
-                )
+        closing = (
+            update(Message)
+            .where(Message.id == self.round.message_id)
+            .values(
+                content=storable_text(text),
+                reasoning=storable_text(reasoning) or None,
+                status="ok",
+                model=self.model_id,
+                provider_details={"response": stored},
+                input_tokens=response.usage.input_tokens or 0,
+                output_tokens=response.usage.output_tokens or 0,
+                cache_read_tokens=response.usage.cache_read_tokens or 0,
+                cache_write_tokens=response.usage.cache_write_tokens or 0,
             )
-            await db.commit()
+        )
+        await self._write(closing, "closing a round")
 
     # -- streaming and tools -----------------------------------------------------------------
 
@@ -318,75 +322,65 @@ class Recorder(AbstractCapability[TurnDeps]):
             return True
         return False
 
-    def unsaved(self) -> tuple[int, str, str | None] | None:
-        """The open round's row id, text and reasoning when it has more than was handed out
-        last time, for the supervisor's batched write of partial rounds; None otherwise."""
-        current = self.round
-        if current is None:
-            return None
-        seen = (len(current.text), len(current.reasoning))
-        if seen == current.saved:
-            return None
-        current.saved = seen
-        reasoning = storable_text("".join(current.reasoning)) or None
-        return current.message_id, storable_text("".join(current.text)), reasoning
-
     async def _tool_started(self, ctx: RunContext[TurnDeps], event: FunctionToolCallEvent) -> None:
         part = event.part
         now = self.clock.now()
         adopted = self.adopted.pop(part.tool_call_id, None)
-        async with self.sessions() as db:
-            if adopted is not None:
-                await db.execute(
-                    update(ChatLlmTool)
-                    .where(ChatLlmTool.id == adopted)
-                    .values(status="running", updated_at=now)
-                )
-                await db.commit()
-                self.running_tools[part.tool_call_id] = adopted
-                return
-            assert self.round is not None
-            arguments = part.args_as_dict()
-            previews = None
-            if (
-                part.tool_name == WRITE_FILE
-                and part.tool_call_id not in self.refused
-                and isinstance(arguments.get("content"), str)
-            ):
-                previews = await asyncio.to_thread(
-                    preview,
-                    ctx.deps.file_root,
-                    str(arguments.get("path", "")),
-                    arguments["content"],
-                )
-            row = ChatLlmTool(
-                chat_id=self.chat_id,
-                message_id=self.round.message_id,
-                tool_call_id=bounded(part.tool_call_id),
-                name=bounded(part.tool_name),
-                arguments=storable(arguments),
-                status="running",
-                preview_old=storable_text(previews[0]) if previews else None,
-                preview_new=previews[1] if previews else None,
-                created_at=now,
-                updated_at=now,
+        if adopted is not None:
+            await self._write(
+                update(ChatLlmTool)
+                .where(ChatLlmTool.id == adopted)
+                .values(status="running", updated_at=now),
+                "starting a call",
             )
-            db.add(row)
-            await db.commit()
-        self.running_tools[part.tool_call_id] = row.id
+            self.running_tools[part.tool_call_id] = adopted
+            return
+        assert self.round is not None
+        message_id = self.round.message_id
+        arguments = part.args_as_dict()
+        previews = None
+        if (
+            part.tool_name == WRITE_FILE
+            and part.tool_call_id not in self.refused
+            and isinstance(arguments.get("content"), str)
+        ):
+            previews = await asyncio.to_thread(
+                preview,
+                ctx.deps.file_root,
+                str(arguments.get("path", "")),
+                arguments["content"],
+            )
+
+        def row() -> list[ChatLlmTool]:
+            return [
+                ChatLlmTool(
+                    chat_id=self.chat_id,
+                    message_id=message_id,
+                    tool_call_id=bounded(part.tool_call_id),
+                    name=bounded(part.tool_name),
+                    arguments=storable(arguments),
+                    status="running",
+                    preview_old=storable_text(previews[0]) if previews else None,
+                    preview_new=previews[1] if previews else None,
+                    created_at=now,
+                    updated_at=now,
+                )
+            ]
+
+        [stored] = await insert_once(self.sessions, row, what="starting a call")
+        self.running_tools[part.tool_call_id] = stored.id
 
     async def _paused(self, tool_call_ids: list[str]) -> None:
         """The run stops here: these calls wait for the user's decision."""
         rows = [self.running_tools.pop(i) for i in tool_call_ids if i in self.running_tools]
         if not rows:
             return
-        async with self.sessions() as db:
-            await db.execute(
-                update(ChatLlmTool)
-                .where(ChatLlmTool.id.in_(rows))
-                .values(status="pending", updated_at=self.clock.now())
-            )
-            await db.commit()
+        await self._write(
+            update(ChatLlmTool)
+            .where(ChatLlmTool.id.in_(rows))
+            .values(status="pending", updated_at=self.clock.now()),
+            "pausing for approvals",
+        )
 
     async def _tool_finished(
         self, ctx: RunContext[TurnDeps], event: FunctionToolResultEvent
@@ -406,19 +400,18 @@ class Recorder(AbstractCapability[TurnDeps]):
             status = {"success": "done", "denied": "rejected"}.get(part.outcome, "failed")
             if isinstance(part.metadata, dict) and part.metadata.get(MEDIA_KEY):
                 media = part.metadata[MEDIA_KEY]
-        async with self.sessions() as db:
-            await db.execute(
-                update(ChatLlmTool)
-                .where(ChatLlmTool.id == row_id)
-                .values(
-                    status=status,
-                    result=storable_text(result),
-                    result_type=result_type,
-                    media=storable(media),
-                    updated_at=self.clock.now(),
-                )
-            )
-            await db.commit()
+        await self._write(
+            update(ChatLlmTool)
+            .where(ChatLlmTool.id == row_id)
+            .values(
+                status=status,
+                result=storable_text(result),
+                result_type=result_type,
+                media=storable(media),
+                updated_at=self.clock.now(),
+            ),
+            "finishing a call",
+        )
         if part.tool_name == ACTIVATE_TOOLS and status == "done":
             await self._record_activations(ctx, result)
         elif isinstance(part, ToolReturnPart) and isinstance(part.metadata, dict):
@@ -441,19 +434,21 @@ class Recorder(AbstractCapability[TurnDeps]):
             return
         now = self.clock.now()
         catalogue = ctx.deps.catalogue
-        async with self.sessions() as db:
-            for name in activated:
-                entry = catalogue.find(name)
-                db.add(
-                    ActivatedTool(
-                        chat_id=self.chat_id,
-                        message_id=self.round.message_id,
-                        kind=entry.kind if entry else "mcp",
-                        ref=name,
-                        created_at=now,
-                    )
+        message_id = self.round.message_id
+
+        def rows() -> list[ActivatedTool]:
+            return [
+                ActivatedTool(
+                    chat_id=self.chat_id,
+                    message_id=message_id,
+                    kind=entry.kind if (entry := catalogue.find(name)) else "mcp",
+                    ref=name,
+                    created_at=now,
                 )
-            await db.commit()
+                for name in activated
+            ]
+
+        await insert_once(self.sessions, rows, what="recording activations")
         await ctx.emit(
             HearthPart(
                 part="activation",
@@ -475,59 +470,73 @@ class Recorder(AbstractCapability[TurnDeps]):
         if current is None and self.first_round_id is not None:  # it ended before its 1st round
             current, self.first_round_id = _Round(self.first_round_id), None
             self.message_ids.append(current.message_id)
-        async with self.sessions() as db:
-            if current is not None and not await self._is_streaming(db, current.message_id):
-                current = None
-            if current is None and error and self.message_ids:
+        last = self.message_ids[-1] if self.message_ids else None
+        running = list(self.running_tools.values())
+        now = self.clock.now()
+
+        async def close(db: AsyncSession) -> None:
+            open_round = current
+            if open_round is not None and not await self._is_streaming(db, open_round.message_id):
+                open_round = None
+            if open_round is None and error and last is not None:
                 values: dict[str, Any] = {"error": error}
                 if last_failed:
                     values["status"] = "failed"
-                await db.execute(
-                    update(Message).where(Message.id == self.message_ids[-1]).values(**values)
-                )
-            if current is not None:
+                await db.execute(update(Message).where(Message.id == last).values(**values))
+            if open_round is not None:
                 await db.execute(
                     update(Message)
-                    .where(Message.id == current.message_id, Message.status == "streaming")
+                    .where(Message.id == open_round.message_id, Message.status == "streaming")
                     .values(
-                        content=storable_text("".join(current.text)),
-                        reasoning=storable_text("".join(current.reasoning)) or None,
+                        content=storable_text("".join(open_round.text)),
+                        reasoning=storable_text("".join(open_round.reasoning)) or None,
                         status=status,
                         error=error,
                     )
                 )
-            if self.running_tools:
+            if running:
                 await db.execute(
                     update(ChatLlmTool)
-                    .where(ChatLlmTool.id.in_(list(self.running_tools.values())))
+                    .where(ChatLlmTool.id.in_(running))
                     .values(
                         status="cancelled" if status == "cancelled" else "failed",
                         result=error,
-                        updated_at=self.clock.now(),
+                        updated_at=now,
                     )
                 )
-                self.running_tools.clear()
-            await db.commit()
+
+        await transaction(self.sessions, close, what="closing a turn")
+        self.running_tools.clear()
 
     async def close_leftovers(self, error: str | None) -> None:
         """Fail whatever this turn left open, whichever way it ended: a round still `streaming`,
         a call of the chat still `running` (the turn holds the chat's lease, so they are its)."""
         self.running_tools.clear()
-        async with self.sessions() as db:
-            if self.message_ids:
+        rounds = list(self.message_ids)
+        now = self.clock.now()
+
+        async def close(db: AsyncSession) -> None:
+            if rounds:
                 await db.execute(
                     update(Message)
-                    .where(Message.id.in_(self.message_ids), Message.status == "streaming")
+                    .where(Message.id.in_(rounds), Message.status == "streaming")
                     .values(status="failed", error=error or UNFINISHED_CALL)
                 )
             await db.execute(
                 update(ChatLlmTool)
                 .where(ChatLlmTool.chat_id == self.chat_id, ChatLlmTool.status == "running")
-                .values(
-                    status="failed", result=error or UNFINISHED_CALL, updated_at=self.clock.now()
-                )
+                .values(status="failed", result=error or UNFINISHED_CALL, updated_at=now)
             )
-            await db.commit()
+
+        await transaction(self.sessions, close, what="closing a turn")
+
+    async def _write(self, statement: Executable, what: str) -> None:
+        """One statement in a transaction of its own, tried again on a dropped connection."""
+
+        async def run(db: AsyncSession) -> None:
+            await db.execute(statement)
+
+        await transaction(self.sessions, run, what=what)
 
     @staticmethod
     async def _is_streaming(db: AsyncSession, message_id: int) -> bool:

@@ -3,7 +3,8 @@
 A capability wrapping each model request: it hands the request and its streamed response
 through untouched and only observes — the duration, the tokens split four ways, and the error
 text of a request that failed or was cancelled. The row is written even when the turn is being
-cancelled (the write is shielded), so stopped requests are on record too.
+cancelled (the write is shielded), so stopped requests are on record too, and exactly once when
+its connection drops (`app.core.db.retry.insert_once`).
 
 A streamed response fails in the task that consumes the stream, and pydantic-ai then cancels the
 task running `wrap_model_request`; so the error is caught where the events flow past
@@ -24,6 +25,7 @@ from pydantic_ai.messages import ModelResponse
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.clock import Clock
+from app.core.db.retry import insert_once
 from app.models import LlmRequest
 from app.tools.deps import TurnDeps
 
@@ -86,24 +88,23 @@ class RequestLog(AbstractCapability[TurnDeps]):
             if isinstance(error, asyncio.CancelledError) and self._stream_error is not None:
                 error = self._stream_error
             self._stream_error = None
-            row = LlmRequest(
-                user_id=self.user_id,
-                chat_id=self.chat_id,
-                message_id=self.message_id(),
-                model=self.model_id,
-                provider=self.provider,
-                started_at=started_at,
-                duration_ms=round((self.clock.monotonic() - started) * 1000),
-                error=describe_error(error) if error is not None else None,
-            )
+            values: dict[str, Any] = {
+                "user_id": self.user_id,
+                "chat_id": self.chat_id,
+                "message_id": self.message_id(),
+                "model": self.model_id,
+                "provider": self.provider,
+                "started_at": started_at,
+                "duration_ms": round((self.clock.monotonic() - started) * 1000),
+                "error": describe_error(error) if error is not None else None,
+            }
             if response is not None:
-                row.input_tokens = response.usage.input_tokens or 0
-                row.output_tokens = response.usage.output_tokens or 0
-                row.cache_read_tokens = response.usage.cache_read_tokens or 0
-                row.cache_write_tokens = response.usage.cache_write_tokens or 0
-            await asyncio.shield(self._write(row))
-
-    async def _write(self, row: LlmRequest) -> None:
-        async with self.sessions() as db:
-            db.add(row)
-            await db.commit()
+                values["input_tokens"] = response.usage.input_tokens or 0
+                values["output_tokens"] = response.usage.output_tokens or 0
+                values["cache_read_tokens"] = response.usage.cache_read_tokens or 0
+                values["cache_write_tokens"] = response.usage.cache_write_tokens or 0
+            await asyncio.shield(
+                insert_once(
+                    self.sessions, lambda: [LlmRequest(**values)], what="logging a model request"
+                )
+            )

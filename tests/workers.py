@@ -1,0 +1,87 @@
+"""Other hearth workers for a test: real `hearth serve` processes over the test's database.
+
+Workers behind a load balancer share the database and the secret key; so do these. A test may
+stop one gently (`stop`) or kill it as the kernel would (`kill`, SIGKILL: no handler runs, no
+transaction ends well), which is what crash-safety tests need.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from tests.support import ROOT, free_port, http_client, wait_until
+
+
+@dataclass
+class Worker:
+    process: asyncio.subprocess.Process
+    base_url: str
+
+    async def kill(self) -> None:
+        """SIGKILL, as an out-of-memory killer or a crashed host would end it."""
+        if self.process.returncode is None:
+            self.process.send_signal(signal.SIGKILL)
+        await self.process.wait()
+
+    async def stop(self) -> None:
+        if self.process.returncode is None:
+            self.process.terminate()
+        await self.process.wait()
+
+
+def worker_env(
+    *,
+    database_url: str,
+    secret_key: str,
+    data_dir: Path,
+    providers_file: Path,
+    **settings: str,
+) -> dict[str, str]:
+    """The environment of a worker: this one's, less its `HEARTH_*`, plus `settings`
+    (`turn_lease_seconds="2"` becomes `HEARTH_TURN_LEASE_SECONDS=2`)."""
+    return {
+        **{k: v for k, v in os.environ.items() if not k.startswith("HEARTH_")},
+        "HEARTH_DATABASE_URL": database_url,
+        "HEARTH_SECRET_KEY": secret_key,
+        "HEARTH_DATA_DIR": str(data_dir),
+        "HEARTH_PROVIDERS_FILE": str(providers_file),
+        "HEARTH_AUTO_MIGRATE": "0",
+        "HEARTH_TEST_PROVIDER_KEY": "test-key",
+        "PYTHONPATH": str(ROOT),
+        **{f"HEARTH_{name.upper()}": value for name, value in settings.items()},
+    }
+
+
+@asynccontextmanager
+async def hearth_worker(env: dict[str, str], *, within: float = 30) -> AsyncIterator[Worker]:
+    """A `hearth serve` process with `env`, once it answers `/healthz`; stopped after."""
+    port = free_port()
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "app.cli", "serve", "--port", str(port),
+        cwd=ROOT, env=env,
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+    worker = Worker(process, f"http://127.0.0.1:{port}")
+    try:
+        async with http_client() as probe:
+
+            async def healthy() -> bool:
+                assert process.returncode is None, "the worker stopped while starting"
+                try:
+                    return (await probe.get(f"{worker.base_url}/healthz")).status_code == 200
+                except httpx.HTTPError:
+                    return False
+
+            await wait_until(healthy, within=within, failure="the worker did not start")
+        yield worker
+    finally:
+        await worker.stop()

@@ -73,7 +73,8 @@ def build_services(settings: Settings, clock: Clock | None = None) -> Services:
             [
                 *(Entry("mcp", group) for group in mcp.groups()),
                 Entry("builtin", KnowledgeGroup(sessions)),
-            ]
+            ],
+            wait_started=mcp.wait_started,
         ),
         group_call=mcp.call,
         mcp=mcp,

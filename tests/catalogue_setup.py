@@ -36,6 +36,7 @@ class Group:
     tools: tuple[Tool, ...]
     status: str = "available"
     requires_approval: bool = False
+    error: str | None = None
 
 
 WEATHER = Group(

@@ -14,8 +14,8 @@ recorder then closes the open round as `cancelled`, keeping its partial text.
 However a turn ends, it leaves nothing open (`Recorder.close_leftovers`), and what a user sees
 of a failure of hearth's own is a generic message with the request id
 (`app.agent.stream.user_facing_error`); the log line keeps the full text, the chat and the
-request id. A tool's errors are the model's to correct, not the turn's end: each tool may fail
-as often as there are rounds, so only `HEARTH_MAX_ROUNDS` bounds a model that keeps failing.
+request id. A tool's errors are the model's to correct, not the turn's end: a tool may fail any
+number of times, so only `HEARTH_MAX_ROUNDS` bounds a model that keeps calling a failing tool.
 """
 
 from __future__ import annotations
@@ -83,6 +83,9 @@ INSTRUCTIONS = (
     "You can look at the user's files with the tools you are given; paths are relative to the "
     "user's file root."
 )
+
+UNBOUNDED_RETRIES = 1_000_000_000
+"""A tool's errors are the model's to correct: no count of them ends a turn, only the rounds."""
 
 TURN_OUTPUT: OutputSpec[str | DeferredToolRequests] = [str, DeferredToolRequests]
 """A turn ends with the model's text, or with tool calls that wait for the user's approval."""
@@ -298,6 +301,7 @@ class Turn:
             catalogue=catalogue,
             active_groups={group for groups in history.anchors.values() for group in groups},
             evidence=history.question,
+            largest_medium=settings.max_upload_bytes,
         )
         request_log = RequestLog(
             services.sessions,
@@ -332,7 +336,7 @@ class Turn:
             output_type=TURN_OUTPUT,
             deferred_tool_results=plan.resume,
             usage_limits=UsageLimits(request_limit=max_rounds),
-            retries={"tools": max_rounds},
+            retries={"tools": UNBOUNDED_RETRIES},
             cancellation_token=self.cancellation,
         ) as events:
             async for chunk in stream.transform_stream(events):

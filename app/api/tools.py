@@ -23,6 +23,7 @@ async def list_tools(_auth: Auth, services: ServicesDep) -> list[GroupOut]:
             kind=entry.kind,
             description=entry.group.description,
             status=entry.group.status,
+            error=entry.group.error if entry.group.status == "unavailable" else None,
             tools=[ToolOut(name=t.name, description=t.description) for t in entry.group.tools],
         )
         for entry in services.catalogue.entries

@@ -2,8 +2,10 @@
 
 The tool answers per group (docs/wire.md §1) and keeps the turn's set of active groups up to date,
 so a second call in the same round naming the same group answers `already_active`; it runs
-alone (`sequential`), so "first in call order" is the order the model wrote the calls in. It
-writes nothing: the recorder, which knows the round's message id, stores the activation rows.
+alone (`sequential`), so "first in call order" is the order the model wrote the calls in. A
+group still `starting` (an MCP server a second or two after start-up) is waited for, up to its
+start-up time, rather than answered `unavailable`. It writes nothing: the recorder, which knows
+the round's message id, stores the activation rows.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from app.tools.deps import TurnDeps
 ACTIVATE_TOOLS = "activate_tools"
 
 
-def activation_report(deps: TurnDeps, groups: list[str]) -> list[dict[str, Any]]:
+async def activation_report(deps: TurnDeps, groups: list[str]) -> list[dict[str, Any]]:
     report: list[dict[str, Any]] = []
     for name in groups:
         entry = deps.catalogue.find(name)
@@ -27,6 +29,8 @@ def activation_report(deps: TurnDeps, groups: list[str]) -> list[dict[str, Any]]
             report.append({"group": name, "status": "unknown", "tools": [], "description": ""})
             continue
         group = entry.group
+        if group.status == "starting" and deps.catalogue.wait_started is not None:
+            await deps.catalogue.wait_started(name)  # the first turns after a start need it too
         tools = [tool.name for tool in group.tools]
         if name in deps.active_groups:
             status = "already_active"
@@ -47,7 +51,7 @@ async def activate_tools(ctx: RunContext[TurnDeps], groups: list[str]) -> ToolRe
     Their tools can be called from the next step on. Answers, per group, whether it was
     activated, was already active, is unknown or is unavailable, and which tools it has.
     """
-    report = activation_report(ctx.deps, list(dict.fromkeys(groups)))
+    report = await activation_report(ctx.deps, list(dict.fromkeys(groups)))
     if not any(r["status"] in ("activated", "already_active") for r in report):
         known = ", ".join(e.group.name for e in ctx.deps.catalogue.entries) or "none"
         raise ModelRetry(

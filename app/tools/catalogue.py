@@ -8,7 +8,7 @@ prompt prefix survives them (docs/wire.md §1).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -36,6 +36,10 @@ class CatalogueGroup(Protocol):
     @property
     def status(self) -> GroupStatus: ...
     @property
+    def error(self) -> str | None:
+        """Why an `unavailable` group is (None otherwise)."""
+        ...
+    @property
     def requires_approval(self) -> bool: ...
     @property
     def tools(self) -> Sequence[CatalogueTool]: ...
@@ -52,6 +56,8 @@ class Entry:
 @dataclass
 class Catalogue:
     entries: list[Entry] = field(default_factory=list)
+    wait_started: Callable[[str], Awaitable[None]] | None = None
+    """Waits until a group that is `starting` has started or failed (its start-up time at most)."""
 
     def find(self, name: str) -> Entry | None:
         return next((e for e in self.entries if e.group.name == name), None)

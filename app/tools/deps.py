@@ -29,3 +29,8 @@ class TurnDeps:
     active_groups: set[str] = field(default_factory=set)
     evidence: QuestionEvidence | None = None
     """The question in progress: what it retrieved, and its search budget."""
+    call_rows: dict[str, int] = field(default_factory=dict)
+    """tool_call_id -> its `chat_llm_tools` row, filled by the recorder as each call starts:
+    media a tool returns are named by the row."""
+    largest_medium: int = 268_435_456
+    """A medium a tool returns is kept up to this size (that of an upload)."""

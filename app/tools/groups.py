@@ -13,7 +13,10 @@ Calls to a built-in group go to the group itself, with the run's context; calls 
 go through `GroupCall`. Tools keep catalogue order, so the array is byte-stable. Calls are
 routed to the group that owns the tool, only once that group is active (and, for a server marked
 `requires_approval`, once the user approved the call); a group that cannot answer gives the
-model a clear tool error, never a failed turn.
+model a clear tool error, never a failed turn. A tool may fail as often as the run allows
+(`ctx.max_retries`, which the turn sets beyond reach), so only `HEARTH_MAX_ROUNDS` bounds a
+model that keeps calling a failing tool. An MCP result's media become files and references
+(`app.tools.media`), never bytes in the return.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ from pydantic_ai.toolsets.abstract import ToolsetTool
 
 from app.llm.dtl import GROUP_KEY, dtl_mode_of
 from app.tools.deps import TurnDeps
+from app.tools.mcp.results import McpResult
+from app.tools.media import tool_return
 
 GroupCall = Callable[[str, str, dict[str, Any]], Awaitable[Any]]
 """(group, exposed tool name, arguments) -> the tool's result; raises on a tool error."""
@@ -75,7 +80,7 @@ class GroupToolset(AbstractToolset[TurnDeps]):
                         # A server marked `requires_approval`: every call waits for the user.
                         kind="unapproved" if entry.group.requires_approval else "function",
                     ),
-                    max_retries=2,
+                    max_retries=ctx.max_retries,
                     args_validator=TOOL_SCHEMA_VALIDATOR,
                 )
         return tools
@@ -93,6 +98,17 @@ class GroupToolset(AbstractToolset[TurnDeps]):
         if entry.kind == "builtin":
             return await cast(BuiltinGroup, entry.group).call(ctx, name, tool_args)
         try:
-            return await self._call(entry.group.name, name, tool_args)
+            result = await self._call(entry.group.name, name, tool_args)
         except GroupToolError as exc:
             raise ModelRetry(str(exc)) from exc
+        if not isinstance(result, McpResult):
+            return result
+        deps = ctx.deps
+        return await tool_return(
+            result,
+            root=deps.file_root,
+            chat_id=deps.chat_id,
+            row_id=deps.call_rows.get(ctx.tool_call_id or ""),
+            quota=deps.storage_quota,
+            largest=deps.largest_medium,
+        )

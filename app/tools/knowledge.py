@@ -93,6 +93,7 @@ class KnowledgeGroup:
     )
     status: Literal["available"] = "available"
     requires_approval = False
+    error: str | None = None
 
     def __init__(self, sessions: async_sessionmaker[AsyncSession]) -> None:
         self.sessions = sessions

@@ -18,6 +18,8 @@ class GroupOut(BaseModel):
     kind: Literal["builtin", "mcp"]
     description: str
     status: Literal["starting", "available", "unavailable"]
+    error: str | None = None
+    """Why the group is `unavailable`; null otherwise."""
     tools: list[ToolOut]
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from pydantic_ai.messages import (
@@ -18,6 +20,7 @@ from sqlalchemy import select
 from app.agent.capabilities.recorder import Recorder
 from app.models import ChatLlmTool, Message
 from app.services import Services
+from app.tools.deps import TurnDeps
 from tests.support import Client
 
 pytestmark = pytest.mark.usefixtures("services")
@@ -36,7 +39,13 @@ async def test_stop_during_a_tool_marks_it_cancelled_and_keeps_the_round(
     await recorder.on_event(None, event=PartStartEvent(index=0, part=TextPart("Work")))  # type: ignore[arg-type]
     await recorder.on_event(None, event=PartDeltaEvent(index=0, delta=TextPartDelta("ing")))  # type: ignore[arg-type]
     call = ToolCallPart(tool_name="list_files", args={"path": "."}, tool_call_id="c1")
-    await recorder.on_event(None, event=FunctionToolCallEvent(part=call))  # type: ignore[arg-type]
+    ctx = SimpleNamespace(
+        deps=TurnDeps(
+            user_id=uuid.uuid4(), chat_id=recorder.chat_id, file_root=Path("/nonexistent")
+        )
+    )
+    await recorder.on_event(ctx, event=FunctionToolCallEvent(part=call))  # type: ignore[arg-type]
+    assert ctx.deps.call_rows == {"c1": recorder.running_tools["c1"]}  # media are named by it
     await recorder.abort("cancelled", None)
     async with services.sessions() as db:
         message = await db.scalar(select(Message).where(Message.chat_id == recorder.chat_id))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import os
 import socket
 import sys
@@ -32,6 +33,11 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 SERVERS = ROOT / "tests" / "fakes" / "mcp_servers"
 FAKE_MODULES = ("tests/fakes/mcp_servers", "mcp_server_time")
+
+
+async def call_text(manager: McpGroups, group: str, tool: str, arguments: dict[str, Any]) -> str:
+    """A call's answer as the model reads it."""
+    return (await manager.call(group, tool, arguments)).text
 
 
 def fake(name: str) -> list[str]:
@@ -234,9 +240,11 @@ async def test_groups_follow_the_config_with_named_and_described_tools(groups: M
 
 
 async def test_a_call_returns_the_tools_answer(groups: McpGroups) -> None:
-    answer = await groups.call("weather", "mcp__weather__forecast", {"city": "Oslo", "days": 2})
+    answer = await call_text(
+        groups, "weather", "mcp__weather__forecast", {"city": "Oslo", "days": 2}
+    )
     assert answer == "Oslo day 1: sunny, 19 C\nOslo day 2: sunny, 20 C"
-    assert await groups.call("weather", "mcp__weather__alerts", {"region": "Nord"}) == (
+    assert await call_text(groups, "weather", "mcp__weather__alerts", {"region": "Nord"}) == (
         "No alerts for Nord."
     )
 
@@ -249,7 +257,7 @@ async def test_long_tool_names_are_cut_and_still_callable(groups: McpGroups) -> 
     assert [len(n) for n in names[:2]] == [64, 64] and names[0] != names[1]
     for tool in group.tools[:2]:
         assert tool.name == exposed_tool_name("long_names", tool.remote_name)
-    assert await groups.call("long_names", names[1], {}) == "minutes"
+    assert await call_text(groups, "long_names", names[1], {}) == "minutes"
 
 
 async def test_the_published_time_server_answers(groups: McpGroups) -> None:
@@ -258,41 +266,43 @@ async def test_the_published_time_server_answers(groups: McpGroups) -> None:
     names = {tool.name for tool in group.tools}
     assert {"mcp__time__get_current_time", "mcp__time__convert_time"} <= names
     assert all(tool.description.startswith("[time] ") for tool in group.tools)
-    answer = await groups.call("time", "mcp__time__get_current_time", {"timezone": "UTC"})
+    answer = json.loads(
+        await call_text(groups, "time", "mcp__time__get_current_time", {"timezone": "UTC"})
+    )
     assert answer["timezone"] == "UTC"
     assert answer["datetime"].startswith(time.strftime("%Y-", time.gmtime()))
 
 
 async def test_mistakes_are_tool_errors(groups: McpGroups) -> None:
     with pytest.raises(McpToolError, match="There is no MCP server named 'nope'"):
-        await groups.call("nope", "mcp__nope__x", {})
+        await call_text(groups, "nope", "mcp__nope__x", {})
     with pytest.raises(McpToolError, match="MCP server 'weather' has no tool 'mcp__weather__rain'"):
-        await groups.call("weather", "mcp__weather__rain", {})
+        await call_text(groups, "weather", "mcp__weather__rain", {})
     with pytest.raises(McpToolError, match="The tool 'forecast' of MCP server 'weather' failed"):
-        await groups.call("weather", "mcp__weather__forecast", {"days": 2})
+        await call_text(groups, "weather", "mcp__weather__forecast", {"days": 2})
     with pytest.raises(
         McpToolError, match=r"'fail' of MCP server 'crashy' failed: .*on purpose: x"
     ):
-        await groups.call("crashy", "mcp__crashy__fail", {"reason": "x"})
+        await call_text(groups, "crashy", "mcp__crashy__fail", {"reason": "x"})
 
 
 async def test_a_slow_call_times_out_and_the_server_stays(groups: McpGroups) -> None:
     pid_before = children()
     with pytest.raises(McpToolError, match=r"'slow' did not answer 'sleep' within 1 s"):
-        await groups.call("slow", "mcp__slow__sleep", {"seconds": 5})
-    assert await groups.call("slow", "mcp__slow__ping", {}) == "pong"
+        await call_text(groups, "slow", "mcp__slow__sleep", {"seconds": 5})
+    assert await call_text(groups, "slow", "mcp__slow__ping", {}) == "pong"
     assert children() == pid_before
 
 
 async def test_calls_from_many_tasks_run_together(groups: McpGroups) -> None:
     cities = [f"City{i}" for i in range(12)]
     answers = await asyncio.gather(
-        *(groups.call("weather", "mcp__weather__forecast", {"city": c}) for c in cities)
+        *(call_text(groups, "weather", "mcp__weather__forecast", {"city": c}) for c in cities)
     )
     assert answers == [f"{c} day 1: sunny, 19 C" for c in cities]
     started = time.monotonic()
     slept = await asyncio.gather(
-        *(groups.call("slow", "mcp__slow__sleep", {"seconds": 0.4}) for _ in range(5))
+        *(call_text(groups, "slow", "mcp__slow__sleep", {"seconds": 0.4}) for _ in range(5))
     )
     assert slept == ["slept 0.4"] * 5
     assert time.monotonic() - started < 1.5  # not one after another
@@ -300,14 +310,16 @@ async def test_calls_from_many_tasks_run_together(groups: McpGroups) -> None:
 
 async def test_a_crash_mid_call_is_an_error_then_the_server_comes_back(groups: McpGroups) -> None:
     catalogue = snapshot(groups)
-    first = await groups.call("crashy", "mcp__crashy__ok", {})
+    first = await call_text(groups, "crashy", "mcp__crashy__ok", {})
     with pytest.raises(
         McpToolError, match=r"'crashy' stopped during the call to 'explode'.*restarted"
     ):
-        await groups.call("crashy", "mcp__crashy__explode", {})
+        await call_text(groups, "crashy", "mcp__crashy__explode", {})
     assert snapshot(groups) == catalogue
     # Several chats call at once: one restart serves them all.
-    again = await asyncio.gather(*(groups.call("crashy", "mcp__crashy__ok", {}) for _ in range(4)))
+    again = await asyncio.gather(
+        *(call_text(groups, "crashy", "mcp__crashy__ok", {}) for _ in range(4))
+    )
     assert len(set(again)) == 1 and again[0].startswith("ok from ") and again[0] != first
     assert snapshot(groups) == catalogue
 
@@ -339,7 +351,7 @@ async def test_start_up_runs_in_the_background() -> None:
         kept = manager.group("slow")
         assert kept is not None and (kept.status, kept.tools) == ("starting", ())
         with pytest.raises(McpToolError, match="'slow' is still starting"):
-            await manager.call("slow", "mcp__slow__ping", {})
+            await call_text(manager, "slow", "mcp__slow__ping", {})
         with pytest.raises(TimeoutError, match="still starting"):
             await manager.wait_ready(0.1)
         await manager.wait_ready(15)
@@ -349,7 +361,7 @@ async def test_start_up_runs_in_the_background() -> None:
             "available",
             ["mcp__slow__ping", "mcp__slow__sleep"],
         )
-        assert await manager.call("slow", "mcp__slow__ping", {}) == "pong"
+        assert await call_text(manager, "slow", "mcp__slow__ping", {}) == "pong"
         assert (too_slow.status, too_slow.error, too_slow.tools) == (
             "unavailable",
             "it did not start within 0.5 s",
@@ -360,9 +372,9 @@ async def test_start_up_runs_in_the_background() -> None:
         assert "--flag" not in (missing.error or "")  # a command line may carry secrets
         assert quits.status == "unavailable" and quits.error
         with pytest.raises(McpToolError, match=r"MCP server 'missing' is unavailable: .*No such"):
-            await manager.call("missing", "mcp__missing__anything", {})
+            await call_text(manager, "missing", "mcp__missing__anything", {})
         with pytest.raises(McpToolError, match="'too_slow' is unavailable: it did not start"):
-            await manager.call("too_slow", "mcp__too_slow__ping", {})
+            await call_text(manager, "too_slow", "mcp__too_slow__ping", {})
     finally:
         await manager.close()
     assert children() == before
@@ -378,21 +390,21 @@ async def test_a_failed_restart_waits_before_the_next_attempt(tmp_path: Path) ->
         await manager.wait_ready(15)
         catalogue = snapshot(manager)
         with pytest.raises(McpToolError, match="stopped during the call"):
-            await manager.call("crashy", "mcp__crashy__explode", {})
+            await call_text(manager, "crashy", "mcp__crashy__explode", {})
         with pytest.raises(McpToolError, match=r"could not be restarted: .*next attempt is in 1 s"):
-            await manager.call("crashy", "mcp__crashy__ok", {})
+            await call_text(manager, "crashy", "mcp__crashy__ok", {})
         group = manager.group("crashy")
         assert group is not None and group.status == "unavailable"
         assert (group.error or "").startswith("restart failed: ")
         assert group.tools == catalogue[0].tools
         with pytest.raises(McpToolError, match=r"'crashy' is down .*next restart is tried in"):
-            await manager.call("crashy", "mcp__crashy__ok", {})
+            await call_text(manager, "crashy", "mcp__crashy__ok", {})
         marker.unlink()
         clock.advance(seconds=0.5)  # half the first backoff: still waiting
         with pytest.raises(McpToolError, match=r"'crashy' is down .*next restart is tried in 1 s"):
-            await manager.call("crashy", "mcp__crashy__ok", {})
+            await call_text(manager, "crashy", "mcp__crashy__ok", {})
         clock.advance(seconds=0.6)
-        assert (await manager.call("crashy", "mcp__crashy__ok", {})).startswith("ok from ")
+        assert (await call_text(manager, "crashy", "mcp__crashy__ok", {})).startswith("ok from ")
         assert snapshot(manager) == catalogue
     finally:
         await manager.close()
@@ -411,12 +423,12 @@ async def test_close_stops_every_server_process() -> None:
     before = children()
     await manager.start()
     await manager.wait_ready(15)
-    await manager.call("crashy", "mcp__crashy__ok", {})
+    await call_text(manager, "crashy", "mcp__crashy__ok", {})
     assert len(children() - before) == 3
     await manager.close()
     assert children() == before
     with pytest.raises(McpToolError, match="'weather' is shut down"):
-        await manager.call("weather", "mcp__weather__forecast", {"city": "Oslo"})
+        await call_text(manager, "weather", "mcp__weather__forecast", {"city": "Oslo"})
 
 
 async def test_close_while_servers_still_start() -> None:
@@ -471,15 +483,15 @@ async def test_a_server_over_streamable_http_and_its_reconnection() -> None:
                 "mcp__remote__forecast",
                 "mcp__remote__alerts",
             ]
-            answer = await manager.call("remote", "mcp__remote__alerts", {"region": "West"})
+            answer = await call_text(manager, "remote", "mcp__remote__alerts", {"region": "West"})
             assert answer == "No alerts for West."
             catalogue = snapshot(manager)
             process.terminate()
             await process.wait()
             with pytest.raises(McpToolError, match="'remote' stopped during the call to 'alerts'"):
-                await manager.call("remote", "mcp__remote__alerts", {"region": "West"})
+                await call_text(manager, "remote", "mcp__remote__alerts", {"region": "West"})
             process = await serve_http(port)
-            answer = await manager.call("remote", "mcp__remote__alerts", {"region": "East"})
+            answer = await call_text(manager, "remote", "mcp__remote__alerts", {"region": "East"})
             assert answer == "No alerts for East."
             assert snapshot(manager) == catalogue
         finally:

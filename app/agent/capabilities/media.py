@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import io
 import os
+import zlib
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -217,13 +218,57 @@ def _load(root: Path, path: str, mime: str, capability: str, cap: int) -> bytes 
     return data
 
 
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def without_broken_ancillary_chunks(data: bytes) -> bytes | None:
+    """A PNG less its ancillary chunks whose checksum is wrong, as libpng reads it (it warns and
+    skips them); None when it is no PNG, is cut short, or a critical chunk is broken.
+
+    Pillow refuses such a file outright, and real servers send them (the reference MCP server's
+    own logo carries a colour profile with a bad checksum), so hearth sends what a browser shows.
+    """
+    if not data.startswith(PNG_SIGNATURE):
+        return None
+    kept = [PNG_SIGNATURE]
+    at = len(PNG_SIGNATURE)
+    dropped = False
+    while at < len(data):
+        if at + 12 > len(data):
+            return None
+        length = int.from_bytes(data[at : at + 4], "big")
+        end = at + 12 + length
+        if end > len(data):
+            return None
+        kind = data[at + 4 : at + 8]
+        crc = int.from_bytes(data[end - 4 : end], "big")
+        if zlib.crc32(data[at + 4 : end - 4]) == crc:
+            kept.append(data[at:end])
+        elif kind[0] & 0x20:  # lowercase first letter: ancillary
+            dropped = True
+        else:
+            return None
+        at = end
+        if kind == b"IEND":
+            break
+    return b"".join(kept) if dropped else None
+
+
 def _fit_image(data: bytes, mime: str, cap: int) -> bytes | None:
     """The image if it decodes and fits, else scaled down until it does; None if it can't."""
     from PIL import Image, UnidentifiedImageError
 
     try:
-        with Image.open(io.BytesIO(data)) as probe:
-            probe.verify()
+        try:
+            with Image.open(io.BytesIO(data)) as probe:
+                probe.verify()
+        except (UnidentifiedImageError, SyntaxError, OSError):
+            repaired = without_broken_ancillary_chunks(data) if mime == "image/png" else None
+            if repaired is None:
+                return None
+            data = repaired
+            with Image.open(io.BytesIO(data)) as probe:
+                probe.verify()
         if len(data) <= cap:
             return data
         with Image.open(io.BytesIO(data)) as opened:

@@ -334,6 +334,7 @@ class Recorder(AbstractCapability[TurnDeps]):
                 "starting a call",
             )
             self.running_tools[part.tool_call_id] = adopted
+            ctx.deps.call_rows[part.tool_call_id] = adopted
             return
         assert self.round is not None
         message_id = self.round.message_id
@@ -369,6 +370,7 @@ class Recorder(AbstractCapability[TurnDeps]):
 
         [stored] = await insert_once(self.sessions, row, what="starting a call")
         self.running_tools[part.tool_call_id] = stored.id
+        ctx.deps.call_rows[part.tool_call_id] = stored.id
 
     async def _paused(self, tool_call_ids: list[str]) -> None:
         """The run stops here: these calls wait for the user's decision."""

@@ -41,6 +41,7 @@ from pydantic_ai.mcp import MCPToolset
 from app.clock import Clock
 from app.tools.groups import GroupToolError
 from app.tools.mcp.config import McpConfig, McpServerConfig
+from app.tools.mcp.results import McpResult, read_result
 
 log = logging.getLogger("hearth.mcp")
 
@@ -135,6 +136,7 @@ class McpGroups:
             for server in config.servers
         }
         self._startup: list[asyncio.Task[None]] = []
+        self._starting: dict[str, asyncio.Task[None]] = {}
         self._shutdowns: set[asyncio.Task[None]] = set()
         self._started = False
         self._closed = False
@@ -151,6 +153,7 @@ class McpGroups:
                 self._start_up(server), name=f"mcp-start-{server.group.name}"
             )
             self._startup.append(task)
+            self._starting[server.group.name] = task
 
     async def wait_ready(self, timeout: float) -> None:  # noqa: ASYNC109 (a bound, not a cancel)
         """Wait until every server has started or failed; `TimeoutError` if some still start."""
@@ -160,6 +163,13 @@ class McpGroups:
         if pending:
             names = [name for name, s in self._servers.items() if s.group.status == "starting"]
             raise TimeoutError(f"MCP servers still starting after {timeout:g} s: {names}")
+
+    async def wait_started(self, name: str) -> None:
+        """Wait until the group `name` has started or failed, at most its start-up time."""
+        server, task = self._servers.get(name), self._starting.get(name)
+        if server is None or task is None or task.done():
+            return
+        await asyncio.wait([task], timeout=server.config.init_timeout_seconds + 1)
 
     async def close(self) -> None:
         """Stop every server process; calls made afterwards fail with `McpToolError`."""
@@ -192,8 +202,11 @@ class McpGroups:
 
     # -- calls --------------------------------------------------------------------------------
 
-    async def call(self, group: str, exposed_tool_name: str, arguments: dict[str, Any]) -> Any:
-        """Call a tool by its exposed name; its result as pydantic-ai maps it, or `McpToolError`."""
+    async def call(
+        self, group: str, exposed_tool_name: str, arguments: dict[str, Any]
+    ) -> McpResult:
+        """Call a tool by its exposed name: its result (`results.read_result`), or
+        `McpToolError` with the server's own words when the tool answered an error."""
         server = self._servers.get(group)
         if server is None:
             raise McpToolError(f"There is no MCP server named {group!r}.")
@@ -210,7 +223,11 @@ class McpGroups:
         config = server.config
         try:
             async with asyncio.timeout(config.timeout_seconds + CALL_GRACE):
-                return await toolset.direct_call_tool(tool.remote_name, arguments)
+                # The raw result: pydantic-ai's mapping would turn media into bytes in the
+                # return and fail the call on a malformed block (`results`).
+                raw = await toolset.client.call_tool_mcp(
+                    name=tool.remote_name, arguments=arguments, timeout=config.timeout_seconds
+                )
         except Exception as exc:
             problem = _leaf(exc)
             if isinstance(problem, ToolError):
@@ -238,6 +255,13 @@ class McpGroups:
                 f"MCP server {group!r} stopped during the call to {tool.remote_name!r} "
                 f"({_describe(problem)}); it will be restarted on the next call."
             ) from exc
+        result = read_result(raw)
+        if result.is_error:
+            raise McpToolError(
+                f"The tool {tool.remote_name!r} of MCP server {group!r} failed: "
+                f"{result.text or 'it gave no reason'}"
+            )
+        return result
 
     # -- internals ----------------------------------------------------------------------------
 
@@ -384,6 +408,9 @@ def _group_tools(server: str, mcp_tools: Sequence[Any]) -> tuple[GroupTool, ...]
         visibility = ui.get("visibility") if isinstance(ui, dict) else None
         if isinstance(visibility, list) and "model" not in visibility:
             continue  # a tool only an app page may call (MCP Apps)
+        execution = wire.get("execution")
+        if isinstance(execution, dict) and execution.get("taskSupport") == "required":
+            continue  # callable only as a task, which hearth does not run
         remote = wire["name"]
         name = exposed_tool_name(server, remote)
         if name in seen:

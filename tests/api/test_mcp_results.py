@@ -1,0 +1,277 @@
+"""What real MCP servers return, through a real hearth: media as files and native input, errors
+as results, bad blocks as notes, and a group that is still starting waited for.
+
+`@modelcontextprotocol/server-everything` (pinned in tests/js, installed by `make test`) is the
+server nobody here wrote; `tests/fakes/mcp_servers/faults.py` sends what a broken one would.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import shutil
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.main import create_app
+from app.services import Services
+from app.settings import Settings
+from tests.fakes.providers import FakeProviderServer, Reply, ToolCall
+from tests.provider_setup import MEDIA_MODEL_IDS, MODEL_IDS, providers_yaml
+from tests.support import (
+    IN_CI,
+    ROOT,
+    Client,
+    http_client,
+    live_server,
+    parse_stream,
+    wait_until_idle,
+)
+
+pytestmark = pytest.mark.slow
+
+EVERYTHING = ROOT / "tests/js/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
+FAULTS = ROOT / "tests/fakes/mcp_servers/faults.py"
+SLOW = ROOT / "tests/fakes/mcp_servers/slow_start.py"
+
+
+def node_or_skip() -> str:
+    node = shutil.which("node")
+    if node is None or not EVERYTHING.is_file():
+        problem = "Node.js and `npm ci --prefix tests/js` are needed for server-everything"
+        if IN_CI:
+            pytest.fail(problem + " (mandatory under CI=true)", pytrace=False)
+        pytest.skip(problem)
+    return node
+
+
+@dataclass
+class Hearth:
+    client: Client
+    other: Client
+    services: Services
+
+
+@pytest.fixture
+async def hearth(
+    database_url: str,
+    fakes: dict[str, FakeProviderServer],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> AsyncIterator[Hearth]:
+    node = node_or_skip()
+    monkeypatch.setenv("HEARTH_TEST_PROVIDER_KEY", "test-key")
+    (tmp_path / "providers.yaml").write_text(providers_yaml(fakes))
+    servers = [
+        {"name": "everything", "command": [node, str(EVERYTHING), "stdio"]},
+        {"name": "faults", "command": [sys.executable, str(FAULTS)]},
+        {
+            "name": "slow",
+            "command": [sys.executable, str(SLOW)],
+            "env": {"SLOW_START_SECONDS": "1.5"},
+        },
+        {"name": "broken", "command": [sys.executable, "-c", "raise SystemExit(3)"]},
+    ]
+    for server in servers:
+        server["description"] = f"The {server['name']} server"
+    (tmp_path / "mcp.yaml").write_text(json.dumps({"servers": servers}))  # JSON is YAML
+    settings = Settings(
+        _env_file=None,
+        database_url=database_url,
+        data_dir=tmp_path / "data",
+        secret_key=secrets.token_hex(16),
+        providers_file=tmp_path / "providers.yaml",
+        mcp_file=tmp_path / "mcp.yaml",
+        max_upload_bytes=2 * 1024 * 1024,
+    )
+    app = create_app(settings)
+    async with (
+        live_server(app) as base_url,
+        http_client(base_url=base_url) as http,
+        http_client(base_url=base_url) as other_http,
+    ):
+        clients = []
+        for http_ in (http, other_http):
+            registered = await http_.post(
+                "/api/auth/register",
+                json={"email": f"m{secrets.token_hex(4)}@example.com", "password": "long enough"},
+            )
+            clients.append(Client(http_, user=registered.json()))
+        yield Hearth(clients[0], clients[1], app.state.services)
+
+
+async def turn(
+    client: Client, model: str, content: str, chat_id: str | None = None
+) -> tuple[str, list[dict[str, Any]]]:
+    """One turn of `model` (a model id), in a new chat unless `chat_id` is given."""
+    if chat_id is None:
+        chat_id = (await client.post("/api/chats", json={"model": model})).json()["id"]
+    response = await client.post(f"/api/chats/{chat_id}/messages", json={"content": content})
+    assert response.status_code == 200, response.text
+    return chat_id, parse_stream(response.text)
+
+
+def calls(chat: dict[str, Any]) -> list[dict[str, Any]]:
+    return [call for message in chat["messages"] for call in message["tool_calls"]]
+
+
+def request_text(body: dict[str, Any]) -> str:
+    return json.dumps(body)
+
+
+@pytest.mark.parametrize("kind", ["anthropic", "openai"])
+async def test_an_mcp_image_is_a_file_a_note_and_native_input_in_its_turn_only(
+    kind: str, hearth: Hearth, fakes: dict[str, FakeProviderServer]
+) -> None:
+    fake = fakes[kind]
+    model = MEDIA_MODEL_IDS[kind]
+    fake.script(
+        Reply(tool_calls=[ToolCall("activate_tools", {"groups": ["everything"]})]),
+        Reply(tool_calls=[ToolCall("mcp__everything__get-tiny-image", {})]),
+        Reply(text="That is the MCP logo."),
+        Reply(text="Nothing new."),
+    )
+    chat_id, chunks = await turn(hearth.client, model, "Show me the tiny image.")
+    chat = await wait_until_idle(hearth.client, chat_id)
+    [_, image_call] = calls(chat)
+    assert image_call["status"] == "done"
+    [medium] = image_call["media"]
+    assert medium["path"] == f"tool-media/{chat_id}/{image_call['id']}-1.png"
+    assert (medium["mime"], medium["size"]) == ("image/png", 4033)
+    # The stored result, the stream and the request hold the note, never bytes or a repr.
+    assert image_call["result"].startswith("Here's the image you requested:")
+    assert f"{medium['path']} is a image/png file of 4033 bytes" in image_call["result"]
+    outputs = [c["output"] for c in chunks if c["type"] == "tool-output-available"]
+    assert image_call["result"] in outputs
+    for text in (json.dumps(chunks), json.dumps(chat)):
+        assert "iVBORw0KGgo" not in text and "b'\\\\x89PNG" not in text
+    served = await hearth.client.get(medium["url"])
+    assert served.status_code == 200 and served.content.startswith(b"\x89PNG")
+    assert (await hearth.other.get(medium["url"])).status_code == 404
+
+    after_image = fake.model_requests[2].body
+    label = f"from mcp__everything__get-tiny-image (call {image_call['tool_call_id']})"
+    assert label in request_text(after_image) and "[hearth/tool-media]" in request_text(after_image)
+    if kind == "anthropic":
+        assert '"media_type": "image/png"' in request_text(after_image)
+    else:
+        assert '"url": "data:image/png;base64,' in request_text(after_image)
+
+    await turn(hearth.client, model, "Anything else?", chat_id)
+    next_question = request_text(fake.model_requests[3].body)
+    assert "iVBORw0KGgo" not in next_question and label not in next_question
+    assert f"{medium['path']} is a image/png file of 4033 bytes" in next_question
+
+
+async def test_an_embedded_gzip_stays_a_note_and_never_fails_an_anthropic_round(
+    hearth: Hearth, fakes: dict[str, FakeProviderServer]
+) -> None:
+    fake = fakes["anthropic"]
+    data = "data:text/plain;base64,SGVsbG8sIGd6aXAgd29ybGQh"  # "Hello, gzip world!"
+    fake.script(
+        Reply(tool_calls=[ToolCall("activate_tools", {"groups": ["everything"]})]),
+        Reply(
+            tool_calls=[
+                ToolCall(
+                    "mcp__everything__gzip-file-as-resource",
+                    {"name": "hello.txt.gz", "data": data, "outputType": "resource"},
+                )
+            ]
+        ),
+        Reply(text="Compressed."),
+    )
+    chat_id, chunks = await turn(hearth.client, MODEL_IDS["anthropic"], "Compress this.")
+    assert "error" not in [c["type"] for c in chunks]
+    chat = await wait_until_idle(hearth.client, chat_id)
+    assert [m["status"] for m in chat["messages"]] == ["ok", "ok", "ok", "ok"]
+    [_, gzip_call] = calls(chat)
+    [medium] = gzip_call["media"]
+    assert medium["path"].startswith(f"tool-media/{chat_id}/{gzip_call['id']}-1.")
+    served = await hearth.client.get(medium["url"])
+    assert served.content.startswith(b"\x1f\x8b")  # the gzip, kept as sent
+    last = request_text(fake.model_requests[2].body)
+    assert '"type": "document"' not in last and '"type": "image"' not in last
+    assert f"{medium['path']} is a {medium['mime']} file" in last
+
+
+async def test_tool_errors_are_results_and_never_end_the_turn(
+    hearth: Hearth, fakes: dict[str, FakeProviderServer]
+) -> None:
+    fake = fakes["openai"]
+    failing = ToolCall("mcp__faults__fail", {"reason": "no such city"})
+    fake.script(
+        Reply(tool_calls=[ToolCall("activate_tools", {"groups": ["faults"]})]),
+        *[Reply(tool_calls=[failing]) for _ in range(4)],
+        Reply(text="The lookup keeps failing."),
+    )
+    chat_id, chunks = await turn(hearth.client, MODEL_IDS["openai"], "Look it up.")
+    assert "error" not in [c["type"] for c in chunks]
+    chat = await wait_until_idle(hearth.client, chat_id)
+    assert all(m["status"] == "ok" and m["error"] is None for m in chat["messages"])
+    failed = calls(chat)[1:]
+    assert len(failed) == 4 and all(c["status"] == "failed" for c in failed)
+    assert all("the lookup failed: no such city" in c["result"] for c in failed)
+    assert "the lookup failed: no such city" in request_text(fake.model_requests[2].body)
+    assert chat["messages"][-1]["content"] == "The lookup keeps failing."
+
+
+async def test_bad_media_become_notes_and_nothing_fails(
+    hearth: Hearth, fakes: dict[str, FakeProviderServer]
+) -> None:
+    fake = fakes["openai"]
+    fake.script(
+        Reply(tool_calls=[ToolCall("activate_tools", {"groups": ["faults"]})]),
+        Reply(
+            tool_calls=[
+                ToolCall("mcp__faults__bad_image", {}, id="bad"),
+                ToolCall("mcp__faults__odd_blob", {}, id="odd"),
+                ToolCall("mcp__faults__big_image", {"megabytes": 3}, id="big"),
+            ]
+        ),
+        Reply(text="Noted."),
+    )
+    chat_id, chunks = await turn(hearth.client, MEDIA_MODEL_IDS["openai"], "Send me pictures.")
+    assert "error" not in [c["type"] for c in chunks]
+    chat = await wait_until_idle(hearth.client, chat_id)
+    by_id = {c["tool_call_id"]: c for c in calls(chat)}
+    bad, odd, big = by_id["bad"], by_id["odd"], by_id["big"]
+    assert all(c["status"] == "done" for c in (bad, odd, big))
+    assert bad["result"] == (
+        "Here is a picture.\n[the image the server sent could not be decoded; it is not kept]"
+    )
+    assert bad["media"] == []
+    [blob] = odd["media"]
+    assert blob["mime"] == "application/octet-stream"  # sniffed, not the declared type
+    assert blob["path"].endswith(".bin")
+    assert big["media"] == [] and "larger than 2 MiB; it is not kept" in big["result"]
+    last = request_text(fake.model_requests[2].body)
+    assert "image_url" not in last and '"type": "file"' not in last
+
+
+async def test_a_group_still_starting_is_waited_for_and_tools_tell_their_status(
+    hearth: Hearth, fakes: dict[str, FakeProviderServer]
+) -> None:
+    groups = {g["group"]: g for g in (await hearth.client.get("/api/tools")).json()}
+    assert groups["slow"]["status"] == "starting" and groups["slow"]["error"] is None
+    fake = fakes["openai"]
+    fake.script(
+        Reply(tool_calls=[ToolCall("activate_tools", {"groups": ["slow"]})]),
+        Reply(tool_calls=[ToolCall("mcp__slow__ping", {})]),
+        Reply(text="It answered."),
+    )
+    chat_id, _ = await turn(hearth.client, MODEL_IDS["openai"], "Ping the slow server.")
+    chat = await wait_until_idle(hearth.client, chat_id)
+    activation, ping = calls(chat)
+    assert json.loads(activation["result"])[0]["status"] == "activated"
+    assert (ping["status"], ping["result"]) == ("done", "pong")
+    assert hearth.services.mcp is not None
+    await hearth.services.mcp.wait_ready(30)
+    groups = {g["group"]: g for g in (await hearth.client.get("/api/tools")).json()}
+    assert groups["broken"]["status"] == "unavailable"
+    assert groups["broken"]["error"]
+    assert groups["everything"]["error"] is None

@@ -55,7 +55,7 @@ DOWN = Group("down", "A server that did not start", (), status="unavailable")
 def catalogue(services: Services) -> Iterator[list[tuple[str, str, dict[str, Any]]]]:
     calls: list[tuple[str, str, dict[str, Any]]] = []
 
-    async def call(group: str, tool: str, arguments: dict[str, Any]) -> Any:
+    async def call(group: str, tool: str, arguments: dict[str, Any], **_: Any) -> Any:
         calls.append((group, tool, arguments))
         if tool == "mcp__mail__send":
             raise GroupToolError("the mail server died mid-call")

@@ -38,8 +38,8 @@ from pydantic_ai.ui.vercel_ai.response_types import (
     StartChunk,
 )
 
-from app.agent.events import HearthPart
 from app.knowledge.evidence import EvidenceRow, citation
+from app.tools.events import HearthPart
 
 SDK_VERSION: Final = 7
 STREAM_HEADERS = {

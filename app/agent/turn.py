@@ -292,7 +292,7 @@ class Turn:
         settings = services.settings
         max_rounds = settings.max_rounds
         summary = history.summary
-        catalogue = services.catalogue
+        catalogue = services.catalogue.pinned()  # a tool list that changes waits for the next turn
         deps = TurnDeps(
             user_id=plan.user_id,
             chat_id=plan.chat_id,

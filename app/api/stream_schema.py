@@ -96,6 +96,13 @@ class ToolAvailabilityData(_Data):
     tool_call_id: str | None
 
 
+class ToolProgressData(_Data):
+    tool_call_id: str
+    progress: float
+    total: float | None
+    message: str | None
+
+
 class UserMessagePart(chunks.DataChunk):
     type: Literal["data-user-message"]
     data: UserMessageData
@@ -131,6 +138,11 @@ class ToolAvailabilityPart(chunks.DataChunk):
     data: ToolAvailabilityData
 
 
+class ToolProgressPart(chunks.DataChunk):
+    type: Literal["data-tool-progress"]
+    data: ToolProgressData
+
+
 DATA_PARTS: tuple[type[chunks.DataChunk], ...] = (
     UserMessagePart,
     AssistantMessagePart,
@@ -139,6 +151,7 @@ DATA_PARTS: tuple[type[chunks.DataChunk], ...] = (
     CompactionPart,
     UsagePart,
     ToolAvailabilityPart,
+    ToolProgressPart,
 )
 
 

@@ -31,6 +31,9 @@ async def activation_report(deps: TurnDeps, groups: list[str]) -> list[dict[str,
         group = entry.group
         if group.status == "starting" and deps.catalogue.wait_started is not None:
             await deps.catalogue.wait_started(name)  # the first turns after a start need it too
+            deps.catalogue.repin(name)
+            entry = deps.catalogue.find(name) or entry
+            group = entry.group
         tools = [tool.name for tool in group.tools]
         if name in deps.active_groups:
             status = "already_active"

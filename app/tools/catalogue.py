@@ -1,9 +1,11 @@
 """The tool catalogue: every group of tools a user may activate, and how the model learns of it.
 
-A group is an MCP server (named as in `config/mcp.yaml`) or a built-in group. The catalogue is
-fixed for the life of the process (each server's tools are read once at start-up), and the
-system prompt lists every group in one table that never changes with activations, so the cached
-prompt prefix survives them (docs/wire.md §1).
+A group is an MCP server (named as in `config/mcp.yaml`) or a built-in group. The groups are
+fixed for the life of the process, and the system prompt lists every group in one table that
+never changes with activations, so the cached prompt prefix survives them (docs/wire.md §1). A
+group's tools change only when its server says its list changed; each turn works on the
+catalogue as it was when the turn began (`pinned`), so a change reaches a chat at its next turn
+and never moves the tool array of a turn's requests.
 """
 
 from __future__ import annotations
@@ -39,10 +41,44 @@ class CatalogueGroup(Protocol):
     def error(self) -> str | None:
         """Why an `unavailable` group is (None otherwise)."""
         ...
+
     @property
     def requires_approval(self) -> bool: ...
     @property
     def tools(self) -> Sequence[CatalogueTool]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Pinned:
+    """A group with its tools as they were when pinned; the rest is read from the live group."""
+
+    live: CatalogueGroup
+    tools: tuple[CatalogueTool, ...]
+
+    @classmethod
+    def of(cls, group: CatalogueGroup) -> Pinned:
+        live = group.live if isinstance(group, Pinned) else group
+        return cls(live, tuple(live.tools))
+
+    @property
+    def name(self) -> str:
+        return self.live.name
+
+    @property
+    def description(self) -> str:
+        return self.live.description
+
+    @property
+    def status(self) -> GroupStatus:
+        return self.live.status
+
+    @property
+    def requires_approval(self) -> bool:
+        return self.live.requires_approval
+
+    @property
+    def error(self) -> str | None:
+        return self.live.error
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +94,18 @@ class Catalogue:
     entries: list[Entry] = field(default_factory=list)
     wait_started: Callable[[str], Awaitable[None]] | None = None
     """Waits until a group that is `starting` has started or failed (its start-up time at most)."""
+
+    def pinned(self) -> Catalogue:
+        """This catalogue with every group's tools as they are now, for one turn."""
+        return Catalogue(
+            [Entry(e.kind, Pinned.of(e.group)) for e in self.entries], self.wait_started
+        )
+
+    def repin(self, name: str) -> None:
+        """Take the group `name`'s tools as they are now (a group that has just started)."""
+        self.entries = [
+            Entry(e.kind, Pinned.of(e.group)) if e.group.name == name else e for e in self.entries
+        ]
 
     def find(self, name: str) -> Entry | None:
         return next((e for e in self.entries if e.group.name == name), None)

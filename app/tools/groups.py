@@ -31,12 +31,29 @@ from pydantic_ai.toolsets import AbstractToolset
 from pydantic_ai.toolsets.abstract import ToolsetTool
 
 from app.llm.dtl import GROUP_KEY, dtl_mode_of
+from app.tools.catalogue import Pinned
 from app.tools.deps import TurnDeps
+from app.tools.events import ToolProgress
 from app.tools.mcp.results import McpResult
 from app.tools.media import tool_return
 
-GroupCall = Callable[[str, str, dict[str, Any]], Awaitable[Any]]
-"""(group, exposed tool name, arguments) -> the tool's result; raises on a tool error."""
+Progress = Callable[[float, float | None, str | None], Awaitable[None]]
+"""(progress, total, message): what a server reports while a call runs."""
+
+
+class GroupCall(Protocol):
+    """(group, exposed tool name, arguments) -> the tool's result; raises on a tool error.
+    `on_progress` hears the progress the server reports, if it does."""
+
+    def __call__(
+        self,
+        group: str,
+        tool: str,
+        arguments: dict[str, Any],
+        /,
+        *,
+        on_progress: Progress | None = None,
+    ) -> Awaitable[Any]: ...
 
 
 class BuiltinGroup(Protocol):
@@ -51,7 +68,9 @@ class GroupToolError(Exception):
     """A group's tool could not answer (its server is unavailable, died or timed out)."""
 
 
-async def no_group_call(group: str, tool: str, arguments: dict[str, Any]) -> Any:
+async def no_group_call(
+    group: str, tool: str, arguments: dict[str, Any], *, on_progress: Progress | None = None
+) -> Any:
     raise GroupToolError(f"group {group!r} has no implementation in this process")
 
 
@@ -96,9 +115,14 @@ class GroupToolset(AbstractToolset[TurnDeps]):
         if entry is None or entry.group.name not in ctx.deps.active_groups:
             raise ModelRetry(f"{name} is not active; call activate_tools first")
         if entry.kind == "builtin":
-            return await cast(BuiltinGroup, entry.group).call(ctx, name, tool_args)
+            group = entry.group.live if isinstance(entry.group, Pinned) else entry.group
+            return await cast(BuiltinGroup, group).call(ctx, name, tool_args)
+
+        async def progress(done: float, total: float | None, message: str | None) -> None:
+            await ctx.emit(ToolProgress(progress=done, total=total, message=message))
+
         try:
-            result = await self._call(entry.group.name, name, tool_args)
+            result = await self._call(entry.group.name, name, tool_args, on_progress=progress)
         except GroupToolError as exc:
             raise ModelRetry(str(exc)) from exc
         if not isinstance(result, McpResult):

@@ -267,7 +267,7 @@ async def test_a_server_marked_requires_approval_waits_too(
 ) -> None:
     calls: list[tuple[str, str, dict[str, Any]]] = []
 
-    async def call(group: str, tool: str, arguments: dict[str, Any]) -> Any:
+    async def call(group: str, tool: str, arguments: dict[str, Any], **_: Any) -> Any:
         calls.append((group, tool, arguments))
         return f"Forecast for {arguments['city']}: rain"
 

@@ -30,6 +30,7 @@ from tests.support import (
     http_client,
     live_server,
     parse_stream,
+    wait_until,
     wait_until_idle,
 )
 
@@ -38,6 +39,7 @@ pytestmark = pytest.mark.slow
 EVERYTHING = ROOT / "tests/js/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
 FAULTS = ROOT / "tests/fakes/mcp_servers/faults.py"
 SLOW = ROOT / "tests/fakes/mcp_servers/slow_start.py"
+CHANGING = ROOT / "tests/fakes/mcp_servers/changing.py"
 
 
 def node_or_skip() -> str:
@@ -68,7 +70,7 @@ async def hearth(
     monkeypatch.setenv("HEARTH_TEST_PROVIDER_KEY", "test-key")
     (tmp_path / "providers.yaml").write_text(providers_yaml(fakes))
     servers = [
-        {"name": "everything", "command": [node, str(EVERYTHING), "stdio"]},
+        {"name": "everything", "command": [node, str(EVERYTHING), "stdio"], "timeout_seconds": 2},
         {"name": "faults", "command": [sys.executable, str(FAULTS)]},
         {
             "name": "slow",
@@ -76,6 +78,7 @@ async def hearth(
             "env": {"SLOW_START_SECONDS": "1.5"},
         },
         {"name": "broken", "command": [sys.executable, "-c", "raise SystemExit(3)"]},
+        {"name": "changing", "command": [sys.executable, str(CHANGING)]},
     ]
     for server in servers:
         server["description"] = f"The {server['name']} server"
@@ -275,3 +278,72 @@ async def test_a_group_still_starting_is_waited_for_and_tools_tell_their_status(
     assert groups["broken"]["status"] == "unavailable"
     assert groups["broken"]["error"]
     assert groups["everything"]["error"] is None
+
+
+def tool_names(body: dict[str, Any]) -> list[str]:
+    return [tool["function"]["name"] for tool in body.get("tools", [])]
+
+
+async def test_a_changed_tool_list_reaches_the_chat_at_its_next_turn(
+    hearth: Hearth, fakes: dict[str, FakeProviderServer]
+) -> None:
+    assert hearth.services.mcp is not None
+    await hearth.services.mcp.wait_ready(30)
+    fake = fakes["openai"]
+    fake.script(
+        Reply(tool_calls=[ToolCall("activate_tools", {"groups": ["changing"]})]),
+        Reply(tool_calls=[ToolCall("mcp__changing__learn", {})]),
+        Reply(text="I can shout now."),
+        Reply(tool_calls=[ToolCall("mcp__changing__shout", {"text": "hi"})]),
+        Reply(text="Done."),
+    )
+    chat_id, _ = await turn(hearth.client, MODEL_IDS["openai"], "Learn something.")
+    group = hearth.services.mcp.group("changing")
+    assert group is not None
+
+    async def relisted() -> bool:
+        return any(tool.name == "mcp__changing__shout" for tool in group.tools)
+
+    await wait_until(relisted, failure="the changed list was not read")
+    within_the_turn = [tool_names(r.body) for r in fake.model_requests[1:3]]
+    assert all("mcp__changing__shout" not in names for names in within_the_turn)
+    assert within_the_turn[0] == within_the_turn[1]  # byte-stable inside the turn
+
+    await turn(hearth.client, MODEL_IDS["openai"], "Shout hi.", chat_id)
+    assert "mcp__changing__shout" in tool_names(fake.model_requests[3].body)
+    chat = await wait_until_idle(hearth.client, chat_id)
+    shout = calls(chat)[-1]
+    assert (shout["name"], shout["status"], shout["result"]) == (
+        "mcp__changing__shout",
+        "done",
+        "HI",
+    )
+    listed = {g["group"]: g for g in (await hearth.client.get("/api/tools")).json()}
+    assert [t["name"] for t in listed["changing"]["tools"]] == [
+        "mcp__changing__learn",
+        "mcp__changing__shout",
+    ]
+
+
+async def test_progress_is_streamed_and_keeps_a_long_call_alive(
+    hearth: Hearth, fakes: dict[str, FakeProviderServer]
+) -> None:
+    """A 4 s operation on a server whose calls time out after 2 s: its progress reports, every
+    half second, each give the call its time again, and each reaches the client."""
+    fake = fakes["openai"]
+    operation = ToolCall(
+        "mcp__everything__trigger-long-running-operation", {"duration": 4, "steps": 8}, id="op"
+    )
+    fake.script(
+        Reply(tool_calls=[ToolCall("activate_tools", {"groups": ["everything"]})]),
+        Reply(tool_calls=[operation]),
+        Reply(text="It finished."),
+    )
+    chat_id, chunks = await turn(hearth.client, MODEL_IDS["openai"], "Run the long one.")
+    reports = [c["data"] for c in chunks if c["type"] == "data-tool-progress"]
+    assert [r["progress"] for r in reports] == [1, 2, 3, 4, 5, 6, 7, 8]
+    assert all(r["tool_call_id"] == "op" and r["total"] == 8 for r in reports)
+    chat = await wait_until_idle(hearth.client, chat_id)
+    done = calls(chat)[-1]
+    assert done["status"] == "done", done
+    assert "Long running operation completed" in done["result"]

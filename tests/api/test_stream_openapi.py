@@ -21,6 +21,8 @@ import schemathesis
 
 from app.api.stream_schema import DATA_PARTS, UNION, chunk_schemas, standard_chunks
 from app.services import Services
+from app.tools.catalogue import Catalogue, Entry
+from tests.catalogue_setup import WEATHER
 from tests.fakes.providers import Fail, FakeProviderServer, Reply, ToolCall, Usage
 from tests.knowledge.documents import add_document
 from tests.provider_setup import MODEL_IDS
@@ -59,6 +61,7 @@ CONTRACT = {
     "data-citations",
     "data-compaction",
     "data-usage",
+    "data-tool-progress",
     "[DONE]",
 }
 # Sent by pydantic-ai's deferred tool loading when an activation reveals tools.
@@ -164,6 +167,32 @@ async def summarised(
         await turns.send(question)
 
 
+async def progressed(
+    turns: Turns, fakes: dict[str, FakeProviderServer], services: Services
+) -> None:
+    async def call(group: str, tool: str, arguments: dict[str, Any], **kwargs: Any) -> Any:
+        for step in (1, 2):
+            await kwargs["on_progress"](step, 2, f"step {step}")
+        return f"Sunny in {arguments['city']}"
+
+    original = services.catalogue, services.group_call
+    services.catalogue, services.group_call = Catalogue([Entry("mcp", WEATHER)]), call
+    try:
+        fakes["openai"].script(
+            Reply(tool_calls=[ToolCall("activate_tools", {"groups": ["weather"]})]),
+            Reply(tool_calls=[ToolCall("mcp__weather__forecast", {"city": "Oslo"})]),
+            Reply(text="Sunny."),
+        )
+        chunks = await turns.send("Weather in Oslo?")
+    finally:
+        services.catalogue, services.group_call = original
+    reports = [c["data"] for c in chunks if c["type"] == "data-tool-progress"]
+    assert [(r["progress"], r["total"], r["message"]) for r in reports] == [
+        (1, 2, "step 1"),
+        (2, 2, "step 2"),
+    ]
+
+
 Scenario = Callable[[Turns, dict[str, FakeProviderServer], Services], Awaitable[None]]
 
 SCENARIOS: dict[str, tuple[Scenario, set[str]]] = {
@@ -200,6 +229,7 @@ SCENARIOS: dict[str, tuple[Scenario, set[str]]] = {
         {"data-activation", "data-tool-availability-delta", "data-citations", "source-document"},
     ),
     "a summary": (summarised, {"data-compaction"}),
+    "an MCP call's progress": (progressed, {"data-tool-progress"}),
 }
 
 

@@ -79,7 +79,6 @@ from pydantic_ai.tools import ToolDefinition
 from sqlalchemy import Executable, select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from app.agent.events import HearthPart
 from app.agent.stored_text import ID_LENGTH, bounded, storable, storable_text
 from app.clock import Clock
 from app.core.db.retry import insert_once, transaction
@@ -89,6 +88,7 @@ from app.llm.dtl import MEDIA_KEY
 from app.models import ActivatedTool, ChatLlmTool, Message
 from app.tools.activation import ACTIVATE_TOOLS
 from app.tools.deps import TurnDeps
+from app.tools.events import HearthPart
 from app.tools.writing import WRITE_FILE, check_room, preview, writable_content
 
 log = logging.getLogger("hearth.turns")

@@ -10,9 +10,13 @@ The shape follows from three promises:
 
 - Nothing here may hold up the service. `start()` only launches a start-up task per server; a
   server that is slow to start is `starting` meanwhile, and one that fails is `unavailable`.
-- The catalogue never changes for the life of the process. Each server's tool list is read once,
-  at start-up, and kept, even when the server dies or comes back with other tools: the tool
-  arrays a provider sees (and caches) stay byte-identical.
+- The tool arrays a provider sees (and caches) stay byte-identical unless a server says its list
+  changed. Each server's tool list is read at start-up and kept, even when the server dies or
+  comes back with other tools; only the server saying its list changed makes it read again (in
+  a task of its own), and turns work on the catalogue as it was when they began
+  (`Catalogue.pinned`), so the change reaches each chat at its next turn. A server of the
+  2026-07-28 protocol says so on a `subscriptions/listen` stream the group keeps open (it sends
+  nothing unasked); an older one sends `notifications/tools/list_changed` on its session.
 - A failing server never breaks a turn. `call()` raises only `McpToolError`, whose message is
   written for the model to read. A server that died is restarted lazily by the next call to it
   (one attempt per call, under a per-server lock so concurrent calls don't start it twice), with
@@ -35,23 +39,28 @@ from typing import Any, Literal
 from fastmcp.client.transports import StdioTransport, StreamableHttpTransport
 from fastmcp.exceptions import ToolError
 from mcp import MCPError
-from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+from mcp.client.session import MessageHandlerFnT as MessageHandler
+from mcp.client.subscriptions import ToolsListChanged, listen
+from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT, ToolListChangedNotification
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic_ai.mcp import MCPToolset
 
 from app.clock import Clock
-from app.tools.groups import GroupToolError
+from app.tools.groups import GroupToolError, Progress
 from app.tools.mcp.config import McpConfig, McpServerConfig
 from app.tools.mcp.results import McpResult, read_result
 
 log = logging.getLogger("hearth.mcp")
+
 
 MAX_TOOL_NAME = 64
 """Providers refuse longer tool names (Anthropic and OpenAI both stop at 64)."""
 RESTART_BACKOFF_FIRST = 1.0
 RESTART_BACKOFF_MAX = 30.0
 SHUTDOWN_TIMEOUT = 5.0
-CALL_GRACE = 2.0
-"""Extra time over a server's own per-request timeout before a call is abandoned regardless."""
+SESSION_CALL_LIMIT = 24 * 3600.0
+"""The MCP session's own limit on a call: the real one is `timeout_seconds` since the call began
+or since its last progress report, which the session cannot restart."""
 
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 _UNSAFE_CHAR = re.compile(r"[^A-Za-z0-9_-]")
@@ -203,10 +212,19 @@ class McpGroups:
     # -- calls --------------------------------------------------------------------------------
 
     async def call(
-        self, group: str, exposed_tool_name: str, arguments: dict[str, Any]
+        self,
+        group: str,
+        exposed_tool_name: str,
+        arguments: dict[str, Any],
+        *,
+        on_progress: Progress | None = None,
     ) -> McpResult:
         """Call a tool by its exposed name: its result (`results.read_result`), or
-        `McpToolError` with the server's own words when the tool answered an error."""
+        `McpToolError` with the server's own words when the tool answered an error.
+
+        The call carries a progress token; each progress report the server sends goes to
+        `on_progress` and gives the call its whole `timeout_seconds` again.
+        """
         server = self._servers.get(group)
         if server is None:
             raise McpToolError(f"There is no MCP server named {group!r}.")
@@ -221,12 +239,23 @@ class McpGroups:
             raise McpToolError(f"MCP server {group!r} has no tool {exposed_tool_name!r}.")
         toolset = await self._running(server)
         config = server.config
+        loop = asyncio.get_running_loop()
         try:
-            async with asyncio.timeout(config.timeout_seconds + CALL_GRACE):
+            async with asyncio.timeout(config.timeout_seconds) as deadline:
+
+                async def report(progress: float, total: float | None, message: str | None) -> None:
+                    deadline.reschedule(loop.time() + config.timeout_seconds)
+                    if on_progress is not None:
+                        await on_progress(progress, total, message)
+
                 # The raw result: pydantic-ai's mapping would turn media into bytes in the
-                # return and fail the call on a malformed block (`results`).
+                # return and fail the call on a malformed block (`results`). The deadline is
+                # this one, which progress moves; the session's own only backs it up.
                 raw = await toolset.client.call_tool_mcp(
-                    name=tool.remote_name, arguments=arguments, timeout=config.timeout_seconds
+                    name=tool.remote_name,
+                    arguments=arguments,
+                    timeout=SESSION_CALL_LIMIT,
+                    progress_handler=report,
                 )
         except Exception as exc:
             problem = _leaf(exc)
@@ -269,7 +298,9 @@ class McpGroups:
         name = server.group.name
         async with server.lock:
             try:
-                toolset, tools = await _open(server.config, read_tools=True)
+                toolset, tools = await _open(
+                    server.config, read_tools=True, on_message=self._listener(server)
+                )
             except Exception as exc:
                 server.start_error = _describe_start_failure(server.config, exc)
             except asyncio.CancelledError:
@@ -279,6 +310,7 @@ class McpGroups:
                 server.toolset = toolset
                 server.by_name = {tool.name: tool for tool in tools}
                 server.group.tools = tools
+                self._follow(server, toolset)
             finally:
                 if server.start_error is not None:
                     server.group.status = "unavailable"
@@ -311,7 +343,9 @@ class McpGroups:
                     f"is tried in {math.ceil(wait)} s."
                 )
             try:
-                toolset, _ = await _open(server.config, read_tools=False)
+                toolset, _ = await _open(
+                    server.config, read_tools=False, on_message=self._listener(server)
+                )
             except Exception as exc:
                 server.failed_restarts += 1
                 delay = min(
@@ -335,12 +369,61 @@ class McpGroups:
                 await _shut(toolset)
                 raise McpToolError(f"MCP server {name!r} is shut down.")
             server.toolset = toolset
+            self._follow(server, toolset)
             server.failed_restarts = 0
             server.next_restart = 0.0
             server.group.status = "available"
             server.group.error = None
             log.info("MCP server %r restarted", name)
             return toolset
+
+    def _listener(self, server: _Server) -> MessageHandler:
+        """What the server's session does with what the server sends on its own."""
+
+        async def on_message(message: Any) -> None:
+            notification = getattr(message, "root", message)
+            if isinstance(notification, ToolListChangedNotification):
+                task = asyncio.create_task(self._relist(server))
+                self._shutdowns.add(task)
+                task.add_done_callback(self._shutdowns.discard)
+
+        return on_message
+
+    def _follow(self, server: _Server, toolset: MCPToolset[Any]) -> None:
+        """Keep a modern server's list-change stream open while its session lives."""
+        if toolset.client.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            return  # an older server notifies on its session (`_listener`)
+        task = asyncio.create_task(self._listen(server, toolset), name="mcp-listen")
+        self._shutdowns.add(task)
+        task.add_done_callback(self._shutdowns.discard)
+
+    async def _listen(self, server: _Server, toolset: MCPToolset[Any]) -> None:
+        try:
+            async with listen(toolset.client.session, tools_list_changed=True) as subscription:
+                async for event in subscription:
+                    if isinstance(event, ToolsListChanged):
+                        await self._relist(server)
+        except Exception as exc:  # the session ended, or the server does not offer it
+            log.debug("MCP server %r: list changes not followed: %s", server.group.name, exc)
+
+    async def _relist(self, server: _Server) -> None:
+        """Read a server's tools again after it said they changed; a failure keeps the old."""
+        toolset = server.toolset
+        if toolset is None or self._closed:
+            return
+        try:
+            async with asyncio.timeout(server.config.timeout_seconds):
+                tools = _group_tools(server.group.name, await toolset.list_tools())
+        except Exception as exc:
+            log.warning(
+                "MCP server %r: its changed tools could not be read: %s",
+                server.group.name,
+                _describe(exc),
+            )
+            return
+        server.by_name = {tool.name: tool for tool in tools}
+        server.group.tools = tools
+        log.info("MCP server %r changed its tools: now %d", server.group.name, len(tools))
 
     def _retire(self, server: _Server, toolset: MCPToolset[Any], problem: BaseException) -> None:
         """Forget a toolset whose connection broke; the first caller to notice closes it."""
@@ -353,7 +436,7 @@ class McpGroups:
         task.add_done_callback(self._shutdowns.discard)
 
 
-def _toolset(config: McpServerConfig) -> MCPToolset[Any]:
+def _toolset(config: McpServerConfig, on_message: MessageHandler | None = None) -> MCPToolset[Any]:
     if config.command is not None:
         client: StdioTransport | StreamableHttpTransport = StdioTransport(
             command=config.command[0],
@@ -372,14 +455,15 @@ def _toolset(config: McpServerConfig) -> MCPToolset[Any]:
         # The whole start-up is bounded by `_open`; this only backs it up, so it fires later.
         init_timeout=config.init_timeout_seconds + 1,
         read_timeout=config.timeout_seconds,
+        message_handler=on_message,
     )
 
 
 async def _open(
-    config: McpServerConfig, *, read_tools: bool
+    config: McpServerConfig, *, read_tools: bool, on_message: MessageHandler | None = None
 ) -> tuple[MCPToolset[Any], tuple[GroupTool, ...]]:
     """Start a server and shake hands (and read its tools), within its start-up time limit."""
-    toolset = _toolset(config)
+    toolset = _toolset(config, on_message)
     async with asyncio.timeout(config.init_timeout_seconds):
         await toolset.__aenter__()
         try:

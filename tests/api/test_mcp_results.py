@@ -347,3 +347,44 @@ async def test_progress_is_streamed_and_keeps_a_long_call_alive(
     done = calls(chat)[-1]
     assert done["status"] == "done", done
     assert "Long running operation completed" in done["result"]
+
+
+async def test_a_groups_resources_are_read_through_one_tool_and_only_its_own(
+    hearth: Hearth, fakes: dict[str, FakeProviderServer]
+) -> None:
+    assert hearth.services.mcp is not None
+    await hearth.services.mcp.wait_ready(30)
+    listed = {g["group"]: g for g in (await hearth.client.get("/api/tools")).json()}
+    reader = next(
+        t for t in listed["everything"]["tools"] if t["name"] == "mcp__everything__read_resource"
+    )
+    assert (
+        "- architecture.md: demo://resource/static/document/architecture.md (text/markdown)"
+        in reader["description"]
+    )
+    assert "demo://resource/dynamic/text/{resourceId} (a template)" in reader["description"]
+    assert all(t["name"] != "mcp__faults__read_resource" for t in listed["faults"]["tools"])
+
+    read = "mcp__everything__read_resource"
+    fake = fakes["openai"]
+    fake.script(
+        Reply(tool_calls=[ToolCall("activate_tools", {"groups": ["everything"]})]),
+        Reply(
+            tool_calls=[
+                ToolCall(read, {"uri": "demo://resource/dynamic/text/2"}, id="text"),
+                ToolCall(read, {"uri": "demo://resource/dynamic/blob/1"}, id="blob"),
+                ToolCall(read, {"uri": "faults://blob/1"}, id="foreign"),
+            ]
+        ),
+        Reply(text="Read."),
+    )
+    chat_id, _ = await turn(hearth.client, MODEL_IDS["openai"], "Read the resources.")
+    chat = await wait_until_idle(hearth.client, chat_id)
+    by_id = {c["tool_call_id"]: c for c in calls(chat)}
+    text, blob, foreign = by_id["text"], by_id["blob"], by_id["foreign"]
+    assert text["status"] == "done"
+    assert text["result"].startswith("Resource demo://resource/dynamic/text/2:\nResource 2: ")
+    assert blob["status"] == "done" and len(blob["media"]) == 1
+    assert blob["media"][0]["path"].startswith(f"tool-media/{chat_id}/{blob['id']}-1.")
+    assert foreign["status"] == "failed"
+    assert "'faults://blob/1' is not a resource of MCP server 'everything'" in foreign["result"]

@@ -486,7 +486,8 @@ async def test_a_server_over_streamable_http_and_its_reconnection() -> None:
             answer = await call_text(manager, "remote", "mcp__remote__alerts", {"region": "West"})
             assert answer == "No alerts for West."
             catalogue = snapshot(manager)
-            process.terminate()
+            # Killed: a graceful stop would wait for hearth's list-change stream to end.
+            process.kill()
             await process.wait()
             with pytest.raises(McpToolError, match="'remote' stopped during the call to 'alerts'"):
                 await call_text(manager, "remote", "mcp__remote__alerts", {"region": "West"})
@@ -499,3 +500,34 @@ async def test_a_server_over_streamable_http_and_its_reconnection() -> None:
     finally:
         process.terminate()
         await process.wait()
+
+
+async def test_env_values_name_hearths_own_variables_and_a_missing_one_is_a_clear_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("HEARTH_TEST_MCP_TOKEN", "s3cret")
+    monkeypatch.delenv("HEARTH_TEST_MCP_ABSENT", raising=False)
+    manager = McpGroups(
+        McpConfig(
+            servers=[
+                server("given", fake("faults"), env={"TOKEN": "Bearer ${HEARTH_TEST_MCP_TOKEN}"}),
+                server("absent", fake("faults"), env={"TOKEN": "${HEARTH_TEST_MCP_ABSENT}"}),
+                server("literal", fake("faults"), env={"TOKEN": "$NOT_A_REFERENCE"}),
+            ]
+        )
+    )
+    await manager.start()
+    try:
+        await manager.wait_ready(15)
+        assert await call_text(manager, "given", "mcp__given__env", {"name": "TOKEN"}) == (
+            "Bearer s3cret"
+        )
+        assert await call_text(manager, "literal", "mcp__literal__env", {"name": "TOKEN"}) == (
+            "$NOT_A_REFERENCE"
+        )
+        absent = manager.group("absent")
+        assert absent is not None and absent.status == "unavailable"
+        assert absent.error == "the environment variable HEARTH_TEST_MCP_ABSENT is not set"
+        assert "s3cret" not in repr(manager.groups())
+    finally:
+        await manager.close()

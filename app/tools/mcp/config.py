@@ -8,6 +8,8 @@ the entry and the problem. An empty `servers: []` is valid: hearth runs without 
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Self
 from urllib.parse import urlsplit
@@ -31,7 +33,8 @@ class McpServerConfig(_Strict):
     """A streamable HTTP server."""
     requires_approval: bool = False
     env: dict[str, str] = Field(default_factory=dict)
-    """Extra environment for a stdio server, over a small safe default (PATH, HOME, ...)."""
+    """Extra environment for a stdio server, over a small safe default (PATH, HOME, ...); a
+    `${NAME}` in a value is hearth's own variable NAME, read when the server starts."""
     timeout_seconds: float = Field(default=30, gt=0)
     """How long one tool call may take."""
     init_timeout_seconds: float = Field(default=10, gt=0)
@@ -78,6 +81,25 @@ class McpConfig(_Strict):
                 )
             first[server.name] = index
         return servers
+
+
+_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+class MissingVariable(Exception):
+    """A `${NAME}` of the file names a variable hearth's environment does not have."""
+
+
+def expand(value: str, environ: Mapping[str, str]) -> str:
+    """`value` with each `${NAME}` replaced by the variable's value (which is never logged)."""
+
+    def variable(found: re.Match[str]) -> str:
+        name = found.group(1)
+        if name not in environ:
+            raise MissingVariable(f"the environment variable {name} is not set")
+        return environ[name]
+
+    return _VARIABLE.sub(variable, value)
 
 
 def load_mcp_config(path: Path) -> McpConfig:

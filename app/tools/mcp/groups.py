@@ -30,6 +30,7 @@ import contextlib
 import hashlib
 import logging
 import math
+import os
 import re
 import shlex
 from collections.abc import Sequence
@@ -40,15 +41,26 @@ from fastmcp.client.transports import StdioTransport, StreamableHttpTransport
 from fastmcp.exceptions import ToolError
 from mcp import MCPError
 from mcp.client.session import MessageHandlerFnT as MessageHandler
-from mcp.client.subscriptions import ToolsListChanged, listen
-from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT, ToolListChangedNotification
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from mcp.client.subscriptions import (
+    ListenNotSupportedError,
+    ResourcesListChanged,
+    ToolsListChanged,
+    listen,
+)
+from mcp.types import (
+    CONNECTION_CLOSED,
+    REQUEST_TIMEOUT,
+    ResourceListChangedNotification,
+    ToolListChangedNotification,
+)
 from pydantic_ai.mcp import MCPToolset
 
 from app.clock import Clock
 from app.tools.groups import GroupToolError, Progress
-from app.tools.mcp.config import McpConfig, McpServerConfig
-from app.tools.mcp.results import McpResult, read_result
+from app.tools.mcp import resources
+from app.tools.mcp.config import McpConfig, McpServerConfig, expand
+from app.tools.mcp.resources import ResourceIndex
+from app.tools.mcp.results import McpResult, read_resource_result, read_result
 
 log = logging.getLogger("hearth.mcp")
 
@@ -102,6 +114,8 @@ class GroupTool:
     """Starts with `[<server>] `."""
     parameters: dict[str, Any]
     """The tool's JSON schema for its arguments, as the server gave it."""
+    resources: ResourceIndex | None = None
+    """Set on the group's resource reader (`resources`), which hearth adds: what it may read."""
 
 
 @dataclass
@@ -125,6 +139,8 @@ class _Server:
     """Set when the server never started; it then has no tools and is never restarted."""
     failed_restarts: int = 0
     next_restart: float = 0.0
+    listening: asyncio.Task[None] | None = None
+    """The list-change stream of a modern server's session; it ends with the session."""
 
 
 class McpGroups:
@@ -173,6 +189,36 @@ class McpGroups:
             names = [name for name, s in self._servers.items() if s.group.status == "starting"]
             raise TimeoutError(f"MCP servers still starting after {timeout:g} s: {names}")
 
+    async def _read_resource(
+        self,
+        server: _Server,
+        toolset: MCPToolset[Any],
+        offered: ResourceIndex,
+        arguments: dict[str, Any],
+    ) -> McpResult:
+        name = server.group.name
+        uri = arguments.get("uri")
+        if not isinstance(uri, str) or not offered.offers(uri):
+            raise McpToolError(
+                f"{uri!r} is not a resource of MCP server {name!r}; its tool's description "
+                "lists those it offers."
+            )
+        try:
+            async with asyncio.timeout(server.config.timeout_seconds):
+                raw = await toolset.client.read_resource_mcp(uri)
+        except Exception as exc:
+            problem = _leaf(exc)
+            if isinstance(problem, MCPError | TimeoutError):
+                raise McpToolError(
+                    f"MCP server {name!r} could not read {uri!r}: {_describe(problem)}"
+                ) from exc
+            self._retire(server, toolset, problem)
+            raise McpToolError(
+                f"MCP server {name!r} stopped while reading {uri!r} ({_describe(problem)}); it "
+                "will be restarted on the next call."
+            ) from exc
+        return read_resource_result(raw)
+
     async def wait_started(self, name: str) -> None:
         """Wait until the group `name` has started or failed, at most its start-up time."""
         server, task = self._servers.get(name), self._starting.get(name)
@@ -188,6 +234,7 @@ class McpGroups:
         await asyncio.gather(*self._startup, return_exceptions=True)
         toolsets = []
         for server in self._servers.values():
+            _stop_listening(server)
             if server.toolset is not None:
                 toolsets.append(server.toolset)
                 server.toolset = None
@@ -239,6 +286,8 @@ class McpGroups:
             raise McpToolError(f"MCP server {group!r} has no tool {exposed_tool_name!r}.")
         toolset = await self._running(server)
         config = server.config
+        if tool.resources is not None:
+            return await self._read_resource(server, toolset, tool.resources, arguments)
         loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(config.timeout_seconds) as deadline:
@@ -382,7 +431,9 @@ class McpGroups:
 
         async def on_message(message: Any) -> None:
             notification = getattr(message, "root", message)
-            if isinstance(notification, ToolListChangedNotification):
+            if isinstance(
+                notification, ToolListChangedNotification | ResourceListChangedNotification
+            ):
                 task = asyncio.create_task(self._relist(server))
                 self._shutdowns.add(task)
                 task.add_done_callback(self._shutdowns.discard)
@@ -391,18 +442,19 @@ class McpGroups:
 
     def _follow(self, server: _Server, toolset: MCPToolset[Any]) -> None:
         """Keep a modern server's list-change stream open while its session lives."""
-        if toolset.client.protocol_version not in MODERN_PROTOCOL_VERSIONS:
-            return  # an older server notifies on its session (`_listener`)
         task = asyncio.create_task(self._listen(server, toolset), name="mcp-listen")
-        self._shutdowns.add(task)
-        task.add_done_callback(self._shutdowns.discard)
+        server.listening = task
 
     async def _listen(self, server: _Server, toolset: MCPToolset[Any]) -> None:
         try:
-            async with listen(toolset.client.session, tools_list_changed=True) as subscription:
+            async with listen(
+                toolset.client.session, tools_list_changed=True, resources_list_changed=True
+            ) as subscription:
                 async for event in subscription:
-                    if isinstance(event, ToolsListChanged):
+                    if isinstance(event, ToolsListChanged | ResourcesListChanged):
                         await self._relist(server)
+        except ListenNotSupportedError:
+            return  # an older session: the server notifies on it instead (`_listener`)
         except Exception as exc:  # the session ended, or the server does not offer it
             log.debug("MCP server %r: list changes not followed: %s", server.group.name, exc)
 
@@ -413,7 +465,7 @@ class McpGroups:
             return
         try:
             async with asyncio.timeout(server.config.timeout_seconds):
-                tools = _group_tools(server.group.name, await toolset.list_tools())
+                tools = await _read_tools(server.group.name, toolset)
         except Exception as exc:
             log.warning(
                 "MCP server %r: its changed tools could not be read: %s",
@@ -430,6 +482,7 @@ class McpGroups:
         if server.toolset is not toolset:
             return
         server.toolset = None
+        _stop_listening(server)
         log.warning("MCP server %r stopped: %s", server.group.name, _describe(problem))
         task = asyncio.create_task(_shut(toolset))
         self._shutdowns.add(task)
@@ -441,7 +494,7 @@ def _toolset(config: McpServerConfig, on_message: MessageHandler | None = None) 
         client: StdioTransport | StreamableHttpTransport = StdioTransport(
             command=config.command[0],
             args=list(config.command[1:]),
-            env=dict(config.env) or None,
+            env={name: expand(value, os.environ) for name, value in config.env.items()} or None,
             # Without keep_alive the process ends with the session, so closing stops it.
             keep_alive=False,
         )
@@ -456,6 +509,10 @@ def _toolset(config: McpServerConfig, on_message: MessageHandler | None = None) 
         init_timeout=config.init_timeout_seconds + 1,
         read_timeout=config.timeout_seconds,
         message_handler=on_message,
+        # The group keeps the lists itself and reads them only when the server says they
+        # changed, which a modern server says on a stream the toolset's cache never hears.
+        cache_tools=False,
+        cache_resources=False,
     )
 
 
@@ -467,11 +524,37 @@ async def _open(
     async with asyncio.timeout(config.init_timeout_seconds):
         await toolset.__aenter__()
         try:
-            tools = _group_tools(config.name, await toolset.list_tools()) if read_tools else ()
+            tools = await _read_tools(config.name, toolset) if read_tools else ()
         except BaseException:
             await _shut(toolset)
             raise
     return toolset, tools
+
+
+async def _read_tools(server: str, toolset: MCPToolset[Any]) -> tuple[GroupTool, ...]:
+    """The group's tools: the server's own, then its resource reader when it has resources."""
+    tools = _group_tools(server, await toolset.list_tools())
+    if not toolset.capabilities.resources:
+        return tools
+    listed = await toolset.list_resources()
+    templates = await toolset.list_resource_templates()
+    name = exposed_tool_name(server, resources.READ_RESOURCE)
+    if not (listed or templates) or any(tool.name == name for tool in tools):
+        return tools  # nothing to read, or the server has a tool of that name: its own wins
+    reader = GroupTool(
+        name,
+        resources.READ_RESOURCE,
+        resources.describe(server, listed, templates),
+        resources.PARAMETERS,
+        resources.index(listed, templates),
+    )
+    return (*tools, reader)
+
+
+def _stop_listening(server: _Server) -> None:
+    if server.listening is not None:
+        server.listening.cancel()
+        server.listening = None
 
 
 async def _shut(toolset: MCPToolset[Any]) -> None:

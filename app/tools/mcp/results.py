@@ -79,6 +79,21 @@ def read_result(result: BaseModel) -> McpResult:
     return McpResult("\n".join(lines), tuple(media), is_error)
 
 
+def read_resource_result(result: BaseModel) -> McpResult:
+    """A `ReadResourceResult`: each of its contents as an embedded resource would be."""
+    wire = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+    contents = [c for c in wire.get("contents") or [] if isinstance(c, dict)]
+    lines: list[str] = []
+    media: list[Medium] = []
+    for content in contents:
+        uri = str(content.get("uri"))
+        if "text" in content:
+            lines.append(f"Resource {uri}:\n{content['text']}")
+        else:
+            _decoded(content.get("blob"), content.get("mimeType"), f"resource {uri}", lines, media)
+    return McpResult("\n".join(lines), tuple(media))
+
+
 def link_text(uri: str, name: str | None, mime: str | None) -> str:
     details = ", ".join(part for part in (name, mime) if part)
     return f"Resource link: {uri}" + (f" ({details})" if details else "")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import os
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -17,6 +18,12 @@ PNG_HEADER = b"\x89PNG\r\n\x1a\n"
 def fail(reason: str) -> str:
     """Fail with `reason`, as a tool whose work went wrong does."""
     raise ToolError(f"the lookup failed: {reason}")
+
+
+@server.tool()
+def env(name: str) -> str:
+    """The value of the environment variable `name` in this server's process, or `unset`."""
+    return os.environ.get(name, "unset")
 
 
 @server.tool()

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import httpx
 
+from app.settings import Settings
 from tests.support import ROOT, free_port, http_client, wait_until
 
 
@@ -59,6 +60,20 @@ def worker_env(
         "PYTHONPATH": str(ROOT),
         **{f"HEARTH_{name.upper()}": value for name, value in settings.items()},
     }
+
+
+def beside(settings: Settings, providers_yaml: str, folder: Path, **extra: str) -> dict[str, str]:
+    """The environment of another worker beside the test's own server: its database, secret
+    key and data dir, and providers from `providers_yaml` (written to a file in `folder`)."""
+    providers = folder / "providers-worker.yaml"
+    providers.write_text(providers_yaml)
+    return worker_env(
+        database_url=settings.database_url,
+        secret_key=settings.signing_key,
+        data_dir=settings.data_dir,
+        providers_file=providers,
+        **extra,
+    )
 
 
 @asynccontextmanager

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import mimetypes
-import os
-import tempfile
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
@@ -30,6 +28,7 @@ from app.files.quota import human_bytes, storage_used
 from app.files.sniff import sniff
 from app.llm.dtl import MEDIA_KEY
 from app.tools.mcp.results import McpResult, Medium
+from app.tools.writing import replace_atomically
 
 TOOL_MEDIA = "tool-media"
 EXTENSIONS = {"image/jpeg": ".jpg", "text/plain": ".txt", "application/octet-stream": ".bin"}
@@ -70,23 +69,12 @@ def keep_media(
             continue
         mime = sniff(medium.data[:4096])
         path = f"{TOOL_MEDIA}/{chat_id}/{row_id}-{n}{extension(mime)}"
-        _write(folder, root / path, medium.data)
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        replace_atomically(root / path, medium.data)
         used += size
         notes.append(media_note(path, mime, size))
         kept.append({"path": path, "mime": mime, "size": size})
     return notes, kept
-
-
-def _write(folder: Path, target: Path, data: bytes) -> None:
-    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=folder, prefix=".hearth-write-")
-    try:
-        with os.fdopen(handle, "wb") as out:
-            out.write(data)
-        os.replace(temporary, target)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
 
 
 async def tool_return(

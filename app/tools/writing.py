@@ -113,6 +113,19 @@ def preview(root: Path, path: str, content: str) -> tuple[str, str] | None:
     return old, content
 
 
+def replace_atomically(target: Path, data: bytes) -> None:
+    """Write `data` to `target` through a temporary file beside it: a reader sees the old file
+    or the new one, never half of it. Blocking."""
+    handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=".hearth-write-")
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(data)
+        os.replace(temporary, target)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
 def _write(root: Path, path: str, content: str, quota: int | None = None) -> str:
     data = writable_content(content)
     check_room(root, path, len(data), quota)
@@ -128,14 +141,7 @@ def _write_inside(root: Path, path: str, data: bytes) -> str:
     target.parent.mkdir(parents=True, exist_ok=True)
     # Contained again once the folders exist: a link swapped in for a folder is caught here.
     target = writable_target(root, display_path(root, target))
-    handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=".hearth-write-")
-    try:
-        with os.fdopen(handle, "wb") as out:
-            out.write(data)
-        os.replace(temporary, target)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    replace_atomically(target, data)
     verb = "replaced" if existed else "created"
     return f"{display_path(root, target)} {verb} ({len(data)} bytes)."
 

@@ -28,7 +28,7 @@ from app.services import Services
 from tests.fakes.providers import FakeProviderServer, Reply, ToolCall
 from tests.provider_setup import MODEL_IDS, providers_yaml
 from tests.support import ROOT, Client, http_client, wait_until, wait_until_idle
-from tests.workers import Worker, hearth_worker, worker_env
+from tests.workers import Worker, beside, hearth_worker, worker_env
 
 pytestmark = pytest.mark.slow
 
@@ -106,14 +106,10 @@ async def victim(
     services: Services, fakes: dict[str, FakeProviderServer], tmp_path: Path
 ) -> AsyncIterator[Worker]:
     """A second worker on the test's database, with a short lease and a slow MCP server."""
-    providers = tmp_path / "providers-victim.yaml"
-    providers.write_text(providers_yaml(fakes))
-    settings = services.settings
-    env = worker_env(
-        database_url=settings.database_url,
-        secret_key=settings.signing_key,
-        data_dir=settings.data_dir,
-        providers_file=providers,
+    env = beside(
+        services.settings,
+        providers_yaml(fakes),
+        tmp_path,
         mcp_file=str(slow_mcp_yaml(tmp_path / "mcp-victim.yaml")),
         turn_lease_seconds=str(LEASE),
     )

@@ -19,7 +19,7 @@ from app.services import Services
 from tests.fakes.providers import FakeProviderServer, Hang, Reply
 from tests.provider_setup import MODEL_IDS, providers_yaml
 from tests.support import Client, http_client, wait_until_idle
-from tests.workers import hearth_worker, worker_env
+from tests.workers import beside, hearth_worker
 
 pytestmark = pytest.mark.usefixtures("services")
 
@@ -28,15 +28,7 @@ pytestmark = pytest.mark.usefixtures("services")
 async def second_worker(
     services: Services, fakes: dict[str, FakeProviderServer], tmp_path: Path
 ) -> AsyncIterator[str]:
-    providers = tmp_path / "providers-b.yaml"
-    providers.write_text(providers_yaml(fakes))
-    settings = services.settings
-    env = worker_env(
-        database_url=settings.database_url,
-        secret_key=settings.signing_key,
-        data_dir=settings.data_dir,
-        providers_file=providers,
-    )
+    env = beside(services.settings, providers_yaml(fakes), tmp_path)
     async with hearth_worker(env) as worker:
         yield worker.base_url
 

@@ -120,6 +120,8 @@ servers:
         ("command: [x]\n    timeout: 3", "timeout: Extra inputs are not permitted"),
         ("command: [x]\n    timeout_seconds: 0", "timeout_seconds: Input should be greater than 0"),
         ("url: http://h/mcp\n    env: {A: b}", "'env' applies only to a server started with"),
+        ("command: [x]\n    headers: {A: b}", "'headers' applies only to a server reached by"),
+        ("url: http://h/mcp\n    headers: {A: 1}", "headers.A: Input should be a valid string"),
     ],
 )
 def test_a_bad_entry_is_named_with_its_problem(tmp_path: Path, entry: str, problem: str) -> None:
@@ -448,8 +450,8 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-async def serve_http(port: int) -> asyncio.subprocess.Process:
-    command = [*fake("weather"), "--http", str(port)]
+async def serve_http(port: int, *required_header: str) -> asyncio.subprocess.Process:
+    command = [*fake("weather"), "--http", str(port), *required_header]
     process = await asyncio.create_subprocess_exec(
         *command, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL
     )
@@ -531,3 +533,39 @@ async def test_env_values_name_hearths_own_variables_and_a_missing_one_is_a_clea
         assert "s3cret" not in repr(manager.groups())
     finally:
         await manager.close()
+
+
+async def test_headers_reach_an_http_server_and_take_hearths_variables(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("HEARTH_TEST_MCP_KEY", "k-123")
+    port = free_port()
+    process = await serve_http(port, "X-Api-Key=k-123")
+    url = f"http://127.0.0.1:{port}/mcp"
+    manager = McpGroups(
+        McpConfig(
+            servers=[
+                McpServerConfig(
+                    name="keyed",
+                    description="d",
+                    url=url,
+                    headers={"X-Api-Key": "${HEARTH_TEST_MCP_KEY}"},
+                ),
+                McpServerConfig(name="keyless", description="d", url=url),
+            ]
+        )
+    )
+    await manager.start()
+    try:
+        await manager.wait_ready(15)
+        assert await call_text(manager, "keyed", "mcp__keyed__alerts", {"region": "N"}) == (
+            "No alerts for N."
+        )
+        keyless = manager.group("keyless")
+        assert keyless is not None and keyless.status == "unavailable"
+        assert keyless.error == "Server returned an error response"  # its 401, as the SDK tells it
+        assert "k-123" not in repr(manager.groups())
+    finally:
+        await manager.close()
+        process.kill()
+        await process.wait()

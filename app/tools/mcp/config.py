@@ -32,6 +32,8 @@ class McpServerConfig(_Strict):
     url: str | None = None
     """A streamable HTTP server."""
     requires_approval: bool = False
+    headers: dict[str, str] = Field(default_factory=dict)
+    """Headers sent with every request to a streamable HTTP server; `${NAME}` as in `env`."""
     env: dict[str, str] = Field(default_factory=dict)
     """Extra environment for a stdio server, over a small safe default (PATH, HOME, ...); a
     `${NAME}` in a value is hearth's own variable NAME, read when the server starts."""
@@ -63,6 +65,8 @@ class McpServerConfig(_Strict):
             raise ValueError("give exactly one of 'command' (stdio) or 'url' (streamable HTTP)")
         if self.url is not None and self.env:
             raise ValueError("'env' applies only to a server started with 'command'")
+        if self.command is not None and self.headers:
+            raise ValueError("'headers' applies only to a server reached by 'url'")
         return self
 
 

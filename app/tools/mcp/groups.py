@@ -500,7 +500,8 @@ def _toolset(config: McpServerConfig, on_message: MessageHandler | None = None) 
         )
     else:
         assert config.url is not None
-        client = StreamableHttpTransport(config.url)
+        headers = {name: expand(value, os.environ) for name, value in config.headers.items()}
+        client = StreamableHttpTransport(config.url, headers=headers or None)
     return MCPToolset(
         client,
         id=config.name,

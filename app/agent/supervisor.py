@@ -178,9 +178,13 @@ class TurnSupervisor:
                         turn.stop()
 
     async def _sweep(self) -> None:
-        """Settle, every `SWEEP_SECONDS`, the chats whose turn's process died."""
+        """Settle, at start and every `SWEEP_SECONDS`, the chats whose turn's process died: a
+        process restarted after a crash settles its own dead turns as soon as it is up."""
+        first = True
         while True:
-            await asyncio.sleep(SWEEP_SECONDS)
+            if not first:
+                await asyncio.sleep(SWEEP_SECONDS)
+            first = False
             live = set(self._turns) | self._held
             try:
                 async with self.services.sessions() as db:

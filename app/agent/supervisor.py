@@ -180,18 +180,18 @@ class TurnSupervisor:
     async def _sweep(self) -> None:
         """Settle, at start and every `SWEEP_SECONDS`, the chats whose turn's process died: a
         process restarted after a crash settles its own dead turns as soon as it is up."""
-        first = True
         while True:
-            if not first:
-                await asyncio.sleep(SWEEP_SECONDS)
-            first = False
-            live = set(self._turns) | self._held
-            try:
-                async with self.services.sessions() as db:
-                    settled = await leases.sweep(db, self.services.clock.now(), live)
-                    await db.commit()
-            except Exception:  # the database may be briefly away; the next sweep tries again
-                log.exception("settling lapsed turns failed")
-                continue
-            for chat_id in settled:
-                log.warning("settled chat %s, whose turn's process stopped", chat_id)
+            await self._sweep_once()
+            await asyncio.sleep(SWEEP_SECONDS)
+
+    async def _sweep_once(self) -> None:
+        live = set(self._turns) | self._held
+        try:
+            async with self.services.sessions() as db:
+                settled = await leases.sweep(db, self.services.clock.now(), live)
+                await db.commit()
+        except Exception:  # the database may be briefly away; the next sweep tries again
+            log.exception("settling lapsed turns failed")
+            return
+        for chat_id in settled:
+            log.warning("settled chat %s, whose turn's process stopped", chat_id)

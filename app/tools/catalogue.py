@@ -96,9 +96,11 @@ class Catalogue:
     """Waits until a group that is `starting` has started or failed (its start-up time at most)."""
 
     def pinned(self) -> Catalogue:
-        """This catalogue with every group's tools as they are now, for one turn."""
+        """This catalogue with every MCP group's tools as they are now, for one turn (a built-in
+        group's tools never change)."""
         return Catalogue(
-            [Entry(e.kind, Pinned.of(e.group)) for e in self.entries], self.wait_started
+            [Entry(e.kind, Pinned.of(e.group)) if e.kind == "mcp" else e for e in self.entries],
+            self.wait_started,
         )
 
     def repin(self, name: str) -> None:

@@ -31,7 +31,6 @@ from pydantic_ai.toolsets import AbstractToolset
 from pydantic_ai.toolsets.abstract import ToolsetTool
 
 from app.llm.dtl import GROUP_KEY, dtl_mode_of
-from app.tools.catalogue import Pinned
 from app.tools.deps import TurnDeps
 from app.tools.events import ToolProgress
 from app.tools.mcp.results import McpResult
@@ -115,8 +114,7 @@ class GroupToolset(AbstractToolset[TurnDeps]):
         if entry is None or entry.group.name not in ctx.deps.active_groups:
             raise ModelRetry(f"{name} is not active; call activate_tools first")
         if entry.kind == "builtin":
-            group = entry.group.live if isinstance(entry.group, Pinned) else entry.group
-            return await cast(BuiltinGroup, group).call(ctx, name, tool_args)
+            return await cast(BuiltinGroup, entry.group).call(ctx, name, tool_args)
 
         async def progress(done: float, total: float | None, message: str | None) -> None:
             await ctx.emit(ToolProgress(progress=done, total=total, message=message))

@@ -26,7 +26,9 @@ from app.api import (
     chats,
     compaction,
     data,
+    elicitations,
     health,
+    mcp_connections,
     messages,
     models,
     tools,
@@ -53,6 +55,8 @@ from app.tools.catalogue import Catalogue, Entry
 from app.tools.knowledge import KnowledgeGroup
 from app.tools.mcp.config import load_mcp_config
 from app.tools.mcp.groups import McpGroups
+from app.tools.mcp.oauth import Connections, Connector
+from app.tools.mcp.sealed import Sealer
 
 log = logging.getLogger("hearth")
 
@@ -60,8 +64,9 @@ log = logging.getLogger("hearth")
 def build_services(settings: Settings, clock: Clock | None = None) -> Services:
     clock = clock or Clock()
     engine = create_engine(settings.database_url)
-    mcp = McpGroups(load_mcp_config(settings.mcp_file), clock)
     sessions = session_factory(engine)
+    connections = Connections(sessions, Sealer(settings.signing_key), clock)
+    mcp = McpGroups(load_mcp_config(settings.mcp_file), clock, connections)
     return Services(
         settings=settings,
         engine=engine,
@@ -75,9 +80,11 @@ def build_services(settings: Settings, clock: Clock | None = None) -> Services:
                 Entry("builtin", KnowledgeGroup(sessions)),
             ],
             wait_started=mcp.wait_started,
+            ready_for=mcp.ready_for,
         ),
         group_call=mcp.call,
         mcp=mcp,
+        connector=Connector(connections, mcp.configs),
         ingestor=Ingestor(sessions, settings.data_dir),
     )
 
@@ -94,7 +101,21 @@ async def claim_data_dir(engine: AsyncEngine, settings: Settings) -> None:
         log.warning("data dir not checked against the database: %s", exc)
 
 
-ROUTERS = (health, auth, models, chats, compaction, messages, approvals, tools, uploads, data, web)
+ROUTERS = (
+    health,
+    auth,
+    models,
+    chats,
+    compaction,
+    messages,
+    approvals,
+    elicitations,
+    tools,
+    mcp_connections,
+    uploads,
+    data,
+    web,
+)
 
 
 def create_app(settings: Settings | None = None, *, clock: Clock | None = None) -> FastAPI:

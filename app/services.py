@@ -22,6 +22,7 @@ from app.settings import Settings
 from app.tools.catalogue import Catalogue
 from app.tools.groups import GroupCall, no_group_call
 from app.tools.mcp.groups import McpGroups
+from app.tools.mcp.oauth import Connector
 
 
 @dataclass
@@ -40,6 +41,8 @@ class Services:
     """The pydantic-ai model of each configured model, built once."""
     mcp: McpGroups | None = None
     """The MCP servers of `config/mcp.yaml`, shared by every chat of the process."""
+    connector: Connector | None = None
+    """Users connecting the MCP servers they use with their own accounts (`auth: oauth`)."""
     ingestor: Ingestor | None = None
     """Makes uploaded documents searchable, in the background."""
     turns: TurnSupervisor = field(init=False)

@@ -14,6 +14,8 @@ DTL_MODEL_IDS = {
 """A model per DTL mode: each of the first two has `tool_search` (the second by an enrich rule)."""
 MEDIA_MODEL_IDS = {"anthropic": "anth/claude-test", "openai": "oai/gpt-vision"}
 """Models that view images and PDFs."""
+VISION_MODEL_IDS = {**MEDIA_MODEL_IDS, "moonshot": "kimi/kimi-vision"}
+"""A model per kind that views images."""
 CALL_IDS = {
     "anthropic": "toolu_01Abc",
     "openai": "call_abc123",
@@ -43,6 +45,9 @@ providers:
     kind: moonshot
     base_url: {fakes["moonshot"].base_url}
     api_key_env: HEARTH_TEST_PROVIDER_KEY
-    models: [{{id: kimi-k2, max_output_tokens: 1024}}, {{id: k3-test, max_output_tokens: 1024}}]
+    models:
+      - {{id: kimi-k2, max_output_tokens: 1024}}
+      - {{id: k3-test, max_output_tokens: 1024}}
+      - {{id: kimi-vision, capabilities: [vision], max_output_tokens: 1024}}
     enrich: [{{match: "k3*", add_capabilities: [video, tool_search]}}]
 """

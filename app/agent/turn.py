@@ -11,6 +11,11 @@ router and the request shape (the dynamic tail, with budget notices). A stop
 fires the run's `CancellationToken`, which cancels the in-flight model request upstream; the
 recorder then closes the open round as `cancelled`, keeping its partial text.
 
+A call whose MCP server asks the user to fill in a form hands the turn over: its response ends
+after `data-elicitation`, the turn keeps running (the call waits for the answer, holding the
+lease), and the request that answers continues the same stream (`answer_elicitation`), starting
+with `start` of the same message (`app.agent.asks`).
+
 However a turn ends, it leaves nothing open (`Recorder.close_leftovers`), and what a user sees
 of a failure of hearth's own is a generic message with the request id
 (`app.agent.stream.user_facing_error`); the log line keeps the full text, the chat and the
@@ -32,11 +37,19 @@ from pydantic_ai import Agent, CancellationToken, DeferredToolRequests, Deferred
 from pydantic_ai.exceptions import ModelHTTPError, UsageLimitExceeded
 from pydantic_ai.models import Model
 from pydantic_ai.output import OutputSpec
-from pydantic_ai.ui.vercel_ai.response_types import AbortChunk, DoneChunk
+from pydantic_ai.ui.vercel_ai.response_types import (
+    AbortChunk,
+    BaseChunk,
+    DataChunk,
+    DoneChunk,
+    FinishChunk,
+    StartChunk,
+)
 from pydantic_ai.usage import UsageLimits
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.agent.activations import load_anchors
+from app.agent.asks import TurnAsking
 from app.agent.capabilities.compaction import ToolReturnCompaction
 from app.agent.capabilities.media import MediaRouter
 from app.agent.capabilities.recorder import Recorder
@@ -70,6 +83,7 @@ from app.knowledge.evidence import EvidenceRow
 from app.llm.factory import model_settings
 from app.llm.registry import ModelInfo
 from app.tools.activation import activate_tools_tool
+from app.tools.asks import Elicited
 from app.tools.catalogue import Catalogue
 from app.tools.deps import TurnDeps
 from app.tools.files import describe_read_file, list_files, read_file
@@ -160,6 +174,10 @@ class Turn:
         """The stream's `[DONE]`, held back until the turn has let go of the chat."""
         self.task: asyncio.Task[None] | None = None
         self.recorder: Recorder | None = None
+        self.asking: TurnAsking | None = None
+        """The forms and completions its calls' servers ask for, once the run has begun."""
+        self._encode: TurnEventStream | None = None
+        """The turn's encoder, which a continued response uses too."""
         self.end_stored = True
         """False when the turn could not store how it ended: its chat is then left to lapse,
         and a sweep settles it (`app.agent.leases.sweep`)."""
@@ -169,8 +187,18 @@ class Turn:
     def stop(self) -> None:
         """Cancel the run: the model request in flight is cancelled upstream."""
         self.stop_requested = True
+        if self.asking is not None:
+            self.asking.cancel_all()
         with contextlib.suppress(Exception):
             self.cancellation.cancel()
+
+    def answer_elicitation(self, elicitation_id: str, answer: Elicited) -> bool:
+        """Wake the call that waits on the form, this response ending and a new one (`listen`)
+        carrying the rest of the turn; False when no call of this turn waits on it."""
+        if self.asking is None or not self.asking.waits_for(elicitation_id):
+            return False
+        self._reopen()
+        return self.asking.answer(elicitation_id, answer)
 
     async def listen(self) -> AsyncIterator[str]:
         """The stream for the HTTP response; a client that leaves does not stop the turn.
@@ -200,13 +228,32 @@ class Turn:
                 if ended:
                     return
         finally:
-            self._listening = False
+            if self._outbox is outbox:  # not a response the turn has handed over from
+                self._listening = False
 
     def _emit(self, chunk: str, mark: Mark | None = None) -> None:
         if chunk == DONE_EVENT:
             self._done = chunk
         elif self._listening:
             self._outbox.put_nowait((chunk, mark))
+
+    def _hand_over(self, encode: TurnEventStream) -> None:
+        """End the response after the form it just carried (`finish`, `[DONE]`): the call waits
+        for the user, and the request that answers continues the stream (`_reopen`)."""
+        outbox = self._outbox
+        outbox.put_nowait((encode.encode_event(FinishChunk()), None))
+        outbox.put_nowait((DONE_EVENT, None))
+        outbox.put_nowait(None)
+        self._outbox = asyncio.Queue()
+        self._listening = False
+
+    def _reopen(self) -> None:
+        """A new response for the rest of the turn, from `start` of the same message."""
+        self._outbox = asyncio.Queue()
+        self._listening = True
+        if self._encode is not None:
+            start = StartChunk(message_id=self._encode.server_message_id)
+            self._outbox.put_nowait((self._encode.encode_event(start), None))
 
     def unsaved(self) -> Mark | None:
         """How much of the open round its row should hold, when that is more than it holds:
@@ -239,6 +286,13 @@ class Turn:
             plan.first_round_id,
         )
         self.recorder = recorder
+        self.asking = asking = TurnAsking(
+            self.services,
+            user_id=plan.user_id,
+            chat_id=plan.chat_id,
+            model=plan.model,
+            round_id=lambda: recorder.round.message_id if recorder.round is not None else None,
+        )
         if plan.resume is not None:
             await recorder.adopt_pending()
         reference = current_request_id()
@@ -252,6 +306,7 @@ class Turn:
             max_rounds=self.services.settings.max_rounds,
             reference=reference,
         )
+        self._encode = stream
         ended: str | None = None
         """What the stored chat says about how the turn ended, if it failed."""
         try:
@@ -274,6 +329,7 @@ class Turn:
             async for chunk in stream.transform_stream(_raising(exc)):
                 self._emit(stream.encode_event(chunk))
         finally:
+            asking.cancel_all()
             await asyncio.shield(self._close_leftovers(recorder, ended, context))
 
     async def _history_for(self, stream: TurnEventStream) -> _History:
@@ -302,6 +358,7 @@ class Turn:
             active_groups={group for groups in history.anchors.values() for group in groups},
             evidence=history.question,
             largest_medium=settings.max_upload_bytes,
+            asks=self.asking.for_call if self.asking is not None else None,
         )
         request_log = RequestLog(
             services.sessions,
@@ -341,6 +398,8 @@ class Turn:
         ) as events:
             async for chunk in stream.transform_stream(events):
                 self._emit(stream.encode_event(chunk), self._sent.take(chunk))
+                if _asks_the_user(chunk):
+                    self._hand_over(stream)
 
     async def _settle(
         self, recorder: Recorder, stream: TurnEventStream, context: dict[str, Any]
@@ -446,6 +505,10 @@ class _History:
     question: evidence.QuestionEvidence
     capsule: str | None
     """The earlier questions' cited evidence (None when there is none or returns stay whole)."""
+
+
+def _asks_the_user(chunk: BaseChunk) -> bool:
+    return isinstance(chunk, DataChunk) and chunk.type == "data-elicitation"
 
 
 async def _raising(error: Exception) -> AsyncIterator[Any]:

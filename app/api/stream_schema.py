@@ -103,6 +103,15 @@ class ToolProgressData(_Data):
     message: str | None
 
 
+class ElicitationData(_Data):
+    """An MCP server asks the user to fill in a form during a call; the stream ends after it."""
+
+    elicitation_id: str
+    tool_call_id: str
+    message: str
+    requested_schema: dict[str, Any]
+
+
 class UserMessagePart(chunks.DataChunk):
     type: Literal["data-user-message"]
     data: UserMessageData
@@ -143,6 +152,11 @@ class ToolProgressPart(chunks.DataChunk):
     data: ToolProgressData
 
 
+class ElicitationPart(chunks.DataChunk):
+    type: Literal["data-elicitation"]
+    data: ElicitationData
+
+
 DATA_PARTS: tuple[type[chunks.DataChunk], ...] = (
     UserMessagePart,
     AssistantMessagePart,
@@ -152,6 +166,7 @@ DATA_PARTS: tuple[type[chunks.DataChunk], ...] = (
     UsagePart,
     ToolAvailabilityPart,
     ToolProgressPart,
+    ElicitationPart,
 )
 
 

@@ -9,25 +9,36 @@ from fastapi import APIRouter, Response
 from app.api.deps import Auth, DbSession, ServicesDep
 from app.chats import service
 from app.core.http.schemas import error_responses
+from app.tools.catalogue import per_user
 from app.tools.schemas import ActivationOut, GroupOut, ToolOut
 
 router = APIRouter(prefix="/api", tags=["tools"])
 
 
 @router.get("/tools", response_model=list[GroupOut], responses=error_responses(401))
-async def list_tools(_auth: Auth, services: ServicesDep) -> list[GroupOut]:
-    """Every group of tools a model can activate, with its tools."""
-    return [
-        GroupOut(
-            group=entry.group.name,
-            kind=entry.kind,
-            description=entry.group.description,
-            status=entry.group.status,
-            error=entry.group.error if entry.group.status == "unavailable" else None,
-            tools=[ToolOut(name=t.name, description=t.description) for t in entry.group.tools],
+async def list_tools(auth: Auth, services: ServicesDep) -> list[GroupOut]:
+    """Every group of tools a model can activate, with its tools and its state for this user."""
+    connections = services.mcp.connections if services.mcp is not None else None
+    connected = await connections.servers(auth.user.id) if connections is not None else set()
+    groups = []
+    for entry in services.catalogue.entries:
+        group = entry.group
+        connectable = per_user(group)
+        status = group.status
+        if connectable and status == "available" and group.name not in connected:
+            status = "needs_connection"
+        groups.append(
+            GroupOut(
+                group=group.name,
+                kind=entry.kind,
+                description=group.description,
+                status=status,
+                error=group.error if status == "unavailable" else None,
+                connectable=connectable,
+                tools=[ToolOut(name=t.name, description=t.description) for t in group.tools],
+            )
         )
-        for entry in services.catalogue.entries
-    ]
+    return groups
 
 
 @router.get(

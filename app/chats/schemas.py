@@ -77,6 +77,17 @@ class ToolCallOut(BaseModel):
     preview_old: str | None
     preview_new: str | None
     media: list[ToolMediaOut]
+    elicitation: ElicitationOut | None
+    """What the call's MCP server asked the user while it ran; `action` is null until answered
+    (`POST /api/chats/{chat_id}/elicitations`)."""
+
+
+class ElicitationOut(BaseModel):
+    elicitation_id: str
+    message: str
+    requested_schema: dict[str, Any]
+    action: Literal["accept", "decline", "cancel"] | None
+    content: dict[str, Any] | None
 
 
 class CitationOut(BaseModel):
@@ -142,6 +153,20 @@ class ApprovalsIn(RequestBody):
 class WaitingOut(BaseModel):
     pending: list[str]
     """The tool call ids that still wait for a decision."""
+
+
+class ElicitationIn(RequestBody):
+    elicitation_id: str = Field(min_length=1, max_length=100)
+    """As the stream's `data-elicitation` part gave it."""
+    action: Literal["accept", "decline", "cancel"]
+    content: dict[str, Any] | None = None
+    """The form's values, for `accept` only: checked against the requested schema, whose
+    defaults fill the fields left out."""
+
+
+class ElicitationAnsweredOut(BaseModel):
+    elicitation_id: str
+    action: Literal["accept", "decline", "cancel"]
 
 
 class CompactOut(BaseModel):

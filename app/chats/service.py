@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from app.agent import approvals, leases
@@ -27,8 +27,10 @@ from app.chats import repository
 from app.chats.views import ChatDetailView
 from app.core.errors import Conflict, Invalid, NotFound, UpstreamFailed
 from app.llm.registry import ModelInfo
-from app.models import Chat, ChatSummary, Message, Upload
+from app.models import Chat, ChatLlmTool, ChatSummary, Message, Upload
 from app.services import Services
+from app.tools.asks import ElicitAction, Elicited
+from app.tools.mcp.forms import BadAnswer, checked_answer
 
 TITLE_LENGTH = 80
 CHAT_NOT_FOUND = "chat not found"
@@ -280,6 +282,63 @@ async def answer_approvals(
         resume=approvals.deferred_results(calls),
     )
     return services.turns.launch(plan)
+
+
+async def answer_elicitation(
+    services: Services,
+    db: AsyncSession,
+    user_id: uuid.UUID,
+    chat_id: uuid.UUID,
+    elicitation_id: str,
+    action: ElicitAction,
+    content: dict[str, Any] | None,
+) -> Turn | Elicited:
+    """Answer a form a call's MCP server asked for: stored on the call's row, then the call wakes.
+
+    Returns the turn when it runs in this process (its response carries the rest of the turn),
+    or the stored answer when another worker runs it (that worker reads it from the row).
+    """
+    await owned_chat(db, user_id, chat_id)
+    rows = await db.execute(
+        select(ChatLlmTool.id, ChatLlmTool.elicitation)
+        .where(
+            ChatLlmTool.chat_id == chat_id,
+            ChatLlmTool.status == "running",
+            ChatLlmTool.elicitation.is_not(None),
+        )
+        .with_for_update()  # two answers at once: the second sees the first
+    )
+    found = next(
+        (
+            (row_id, asked)
+            for row_id, asked in rows
+            if isinstance(asked, dict) and asked.get("id") == elicitation_id
+        ),
+        None,
+    )
+    if found is None:
+        raise NotFound(f"no elicitation {elicitation_id!r} waits in this chat")
+    row_id, asked = found
+    if asked.get("action"):
+        raise Conflict(f"the elicitation was answered already ({asked['action']})")
+    if action != "accept" and content is not None:
+        raise Invalid(("body", "content"), "content goes with 'accept' only")
+    if action == "accept":
+        try:
+            content = checked_answer(asked.get("requested_schema") or {}, content)
+        except BadAnswer as exc:
+            raise Invalid(("body", "content"), str(exc)) from None
+    answer = Elicited(action, content)
+    await db.execute(
+        update(ChatLlmTool)
+        .where(ChatLlmTool.id == row_id)
+        .values(elicitation={**asked, "action": action, "content": content})
+    )
+    await db.commit()
+    turn = services.turns.local_turn(chat_id)
+    if turn is not None and turn.answer_elicitation(elicitation_id, answer):
+        return turn
+    return answer
 
 
 async def stop_turn(

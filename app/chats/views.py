@@ -44,6 +44,7 @@ class ToolRow(NamedTuple):
     preview_old: str | None
     preview_new: str | None
     media: list[Any] | None
+    elicitation: dict[str, Any] | None
 
 
 class UploadRow(NamedTuple):
@@ -118,6 +119,16 @@ class ToolCallView(TypedDict):
     preview_old: str | None
     preview_new: str | None
     media: list[dict[str, Any]]
+    elicitation: ElicitationView | None
+
+
+class ElicitationView(TypedDict):
+    elicitation_id: str
+    message: str
+    requested_schema: dict[str, Any]
+    action: str | None
+    """None while the user has not answered."""
+    content: dict[str, Any] | None
 
 
 class UsageView(TypedDict):
@@ -206,6 +217,20 @@ def tool_call(row: ToolRow) -> ToolCallView:
             for medium in row.media or ()
             if isinstance(medium, dict)
         ],
+        "elicitation": elicitation(row.elicitation),
+    }
+
+
+def elicitation(stored: dict[str, Any] | None) -> ElicitationView | None:
+    """What a call's server asked the user, as `chat_llm_tools.elicitation` keeps it."""
+    if not isinstance(stored, dict):
+        return None
+    return {
+        "elicitation_id": stored["id"],
+        "message": stored["message"],
+        "requested_schema": stored["requested_schema"],
+        "action": stored.get("action"),
+        "content": stored.get("content"),
     }
 
 

@@ -4,6 +4,7 @@ from app.models.chats import ActivatedTool, Chat, ChatLlmTool, ChatSummary, Mess
 from app.models.installation import Installation
 from app.models.knowledge import ChatEvidence, KnowledgeChunk
 from app.models.llm import LlmRequest
+from app.models.mcp import McpConnection
 from app.models.uploads import Upload
 from app.models.users import AuthSession, LoginFailure, User
 
@@ -18,6 +19,7 @@ __all__ = [
     "KnowledgeChunk",
     "LlmRequest",
     "LoginFailure",
+    "McpConnection",
     "Message",
     "Upload",
     "User",

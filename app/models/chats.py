@@ -111,6 +111,9 @@ class ChatLlmTool(Base):
     """`[{path, mime, size}]` of the media a call returned: references, never bytes."""
     decision: Mapped[Any] = mapped_column(JSONDoc, default=None, nullable=True)
     """The user's answer to a `pending` call, `{approved, note}`, kept until the turn resumes."""
+    elicitation: Mapped[Any] = mapped_column(JSONDoc, default=None, nullable=True)
+    """What the call's MCP server asked the user while it ran (`elicitation/create`):
+    `{id, message, requested_schema}`, and once answered `action` and `content`."""
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
 

@@ -27,6 +27,9 @@ class LlmRequest(Base):
     )
     model: Mapped[str] = mapped_column(String(300))
     provider: Mapped[str] = mapped_column(String(100))
+    purpose: Mapped[str] = mapped_column(String(16), default="round", server_default="round")
+    """`round` (a model round of a turn) or `sampling` (an MCP server's `sampling/createMessage`
+    run with the chat's model during a call)."""
     started_at: Mapped[datetime] = mapped_column(UTCDateTime)
     duration_ms: Mapped[int | None] = mapped_column(Integer, default=None)
     input_tokens: Mapped[int | None] = mapped_column(Integer, default=None)

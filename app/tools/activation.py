@@ -4,8 +4,9 @@ The tool answers per group (docs/wire.md §1) and keeps the turn's set of active
 so a second call in the same round naming the same group answers `already_active`; it runs
 alone (`sequential`), so "first in call order" is the order the model wrote the calls in. A
 group still `starting` (an MCP server a second or two after start-up) is waited for, up to its
-start-up time, rather than answered `unavailable`. It writes nothing: the recorder, which knows
-the round's message id, stores the activation rows.
+start-up time, rather than answered `unavailable`; a group each user connects with their own
+account answers `needs_connection` to a user who has not. It writes nothing: the recorder, which
+knows the round's message id, stores the activation rows.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 from pydantic_ai import ModelRetry, RunContext, Tool, ToolReturn
 
 from app.llm.dtl import ACTIVATED_KEY
+from app.tools.catalogue import per_user
 from app.tools.deps import TurnDeps
 
 ACTIVATE_TOOLS = "activate_tools"
@@ -34,9 +36,32 @@ async def activation_report(deps: TurnDeps, groups: list[str]) -> list[dict[str,
             deps.catalogue.repin(name)
             entry = deps.catalogue.find(name) or entry
             group = entry.group
+        problem = None
+        if (
+            entry.kind == "mcp"
+            and name not in deps.active_groups
+            and deps.catalogue.ready_for is not None
+            and per_user(group)
+        ):
+            problem = await deps.catalogue.ready_for(name, deps.user_id)
+            if problem is None:
+                deps.catalogue.repin(name)  # a user's first session may have read its tools
+                entry = deps.catalogue.find(name) or entry
+                group = entry.group
         tools = [tool.name for tool in group.tools]
         if name in deps.active_groups:
             status = "already_active"
+        elif problem is not None:
+            report.append(
+                {
+                    "group": name,
+                    "status": "needs_connection",
+                    "tools": [],
+                    "description": group.description,
+                    "reason": problem,
+                }
+            )
+            continue
         elif group.status != "available":
             status = "unavailable"
         else:

@@ -10,11 +10,12 @@ and never moves the tool array of a turn's requests.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-GroupStatus = Literal["starting", "available", "unavailable"]
+GroupStatus = Literal["starting", "available", "unavailable", "needs_connection"]
 
 
 # The catalogue only reads its groups and tools: read-only members, so that a frozen dataclass
@@ -80,6 +81,15 @@ class Pinned:
     def error(self) -> str | None:
         return self.live.error
 
+    @property
+    def per_user(self) -> bool:
+        return per_user(self.live)
+
+
+def per_user(group: CatalogueGroup) -> bool:
+    """Whether each user connects the group with their own account (an `auth: oauth` server)."""
+    return bool(getattr(group, "per_user", False))
+
 
 @dataclass(frozen=True, slots=True)
 class Entry:
@@ -94,6 +104,9 @@ class Catalogue:
     entries: list[Entry] = field(default_factory=list)
     wait_started: Callable[[str], Awaitable[None]] | None = None
     """Waits until a group that is `starting` has started or failed (its start-up time at most)."""
+    ready_for: Callable[[str, uuid.UUID], Awaitable[str | None]] | None = None
+    """(group, user) -> None when the group serves the user now, else why not: a group each
+    user connects with their own account, which this user has not."""
 
     def pinned(self) -> Catalogue:
         """This catalogue with every MCP group's tools as they are now, for one turn (a built-in
@@ -101,6 +114,7 @@ class Catalogue:
         return Catalogue(
             [Entry(e.kind, Pinned.of(e.group)) if e.kind == "mcp" else e for e in self.entries],
             self.wait_started,
+            self.ready_for,
         )
 
     def repin(self, name: str) -> None:

@@ -9,10 +9,15 @@ state, loaded the same way and grown by the knowledge tools.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+from pydantic_ai import RunContext
 
 from app.knowledge.evidence import QuestionEvidence
+from app.tools.asks import ServerAsks
 from app.tools.catalogue import Catalogue
 
 
@@ -34,3 +39,6 @@ class TurnDeps:
     media a tool returns are named by the row."""
     largest_medium: int = 268_435_456
     """A medium a tool returns is kept up to this size (that of an upload)."""
+    asks: Callable[[RunContext[Any], str], ServerAsks] | None = None
+    """(the call's context, its tool_call_id) -> what answers its server's own requests: the
+    turn's forms and completions; None where no turn can answer (they are then refused)."""

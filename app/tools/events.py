@@ -33,3 +33,21 @@ class ToolProgress(CustomEvent, name="tool-progress"):
 
     def to_payload(self) -> dict[str, Any]:
         return {"tool_call_id": self.tool_call_id, **super().to_payload()}
+
+
+@dataclass(kw_only=True)
+class ElicitationAsked(CustomEvent, name="elicitation"):
+    """`data-elicitation`: a call's server asks the user to fill in a form. The turn's stream
+    ends after it; `POST /api/chats/{chat_id}/elicitations` answers and streams the rest."""
+
+    elicitation_id: str
+    message: str
+    requested_schema: dict[str, Any]
+
+    def to_payload(self) -> dict[str, Any]:
+        return {
+            "elicitation_id": self.elicitation_id,
+            "tool_call_id": self.tool_call_id,
+            "message": self.message,
+            "requested_schema": self.requested_schema,
+        }

@@ -21,6 +21,7 @@ model that keeps calling a failing tool. An MCP result's media become files and 
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, cast
 
@@ -31,6 +32,7 @@ from pydantic_ai.toolsets import AbstractToolset
 from pydantic_ai.toolsets.abstract import ToolsetTool
 
 from app.llm.dtl import GROUP_KEY, dtl_mode_of
+from app.tools.asks import ServerAsks
 from app.tools.deps import TurnDeps
 from app.tools.events import ToolProgress
 from app.tools.mcp.results import McpResult
@@ -42,7 +44,9 @@ Progress = Callable[[float, float | None, str | None], Awaitable[None]]
 
 class GroupCall(Protocol):
     """(group, exposed tool name, arguments) -> the tool's result; raises on a tool error.
-    `on_progress` hears the progress the server reports, if it does."""
+    `on_progress` hears the progress the server reports, if it does; `asks` answers what the
+    server asks while the call runs (a form for the user, a completion by the model);
+    `user_id` is whose call it is (a server used with each user's own account needs it)."""
 
     def __call__(
         self,
@@ -52,6 +56,8 @@ class GroupCall(Protocol):
         /,
         *,
         on_progress: Progress | None = None,
+        asks: ServerAsks | None = None,
+        user_id: uuid.UUID | None = None,
     ) -> Awaitable[Any]: ...
 
 
@@ -68,7 +74,13 @@ class GroupToolError(Exception):
 
 
 async def no_group_call(
-    group: str, tool: str, arguments: dict[str, Any], *, on_progress: Progress | None = None
+    group: str,
+    tool: str,
+    arguments: dict[str, Any],
+    *,
+    on_progress: Progress | None = None,
+    asks: ServerAsks | None = None,
+    user_id: uuid.UUID | None = None,
 ) -> Any:
     raise GroupToolError(f"group {group!r} has no implementation in this process")
 
@@ -119,13 +131,21 @@ class GroupToolset(AbstractToolset[TurnDeps]):
         async def progress(done: float, total: float | None, message: str | None) -> None:
             await ctx.emit(ToolProgress(progress=done, total=total, message=message))
 
+        deps = ctx.deps
+        asks = deps.asks(ctx, ctx.tool_call_id or "") if deps.asks is not None else None
         try:
-            result = await self._call(entry.group.name, name, tool_args, on_progress=progress)
+            result = await self._call(
+                entry.group.name,
+                name,
+                tool_args,
+                on_progress=progress,
+                asks=asks,
+                user_id=deps.user_id,
+            )
         except GroupToolError as exc:
             raise ModelRetry(str(exc)) from exc
         if not isinstance(result, McpResult):
             return result
-        deps = ctx.deps
         return await tool_return(
             result,
             root=deps.file_root,

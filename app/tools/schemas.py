@@ -17,9 +17,13 @@ class GroupOut(BaseModel):
     group: str
     kind: Literal["builtin", "mcp"]
     description: str
-    status: Literal["starting", "available", "unavailable"]
+    status: Literal["starting", "available", "unavailable", "needs_connection"]
+    """`needs_connection`: the group works with each user's own account, which this user has
+    not connected (`GET /api/mcp/{group}/connect`)."""
     error: str | None = None
     """Why the group is `unavailable`; null otherwise."""
+    connectable: bool = False
+    """Whether users connect the group with their own account (`auth: oauth`)."""
     tools: list[ToolOut]
 
 

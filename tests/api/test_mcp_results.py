@@ -7,6 +7,7 @@ server nobody here wrote; `tests/fakes/mcp_servers/faults.py` sends what a broke
 
 from __future__ import annotations
 
+import asyncio
 import json
 import secrets
 import shutil
@@ -40,6 +41,7 @@ EVERYTHING = ROOT / "tests/js/node_modules/@modelcontextprotocol/server-everythi
 FAULTS = ROOT / "tests/fakes/mcp_servers/faults.py"
 SLOW = ROOT / "tests/fakes/mcp_servers/slow_start.py"
 CHANGING = ROOT / "tests/fakes/mcp_servers/changing.py"
+ASKING = ROOT / "tests/fakes/mcp_servers/asking.py"
 
 
 def node_or_skip() -> str:
@@ -65,12 +67,19 @@ async def hearth(
     fakes: dict[str, FakeProviderServer],
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
+    services: Services,  # not used: asked for so the shared tables are emptied afterwards
 ) -> AsyncIterator[Hearth]:
     node = node_or_skip()
     monkeypatch.setenv("HEARTH_TEST_PROVIDER_KEY", "test-key")
     (tmp_path / "providers.yaml").write_text(providers_yaml(fakes))
     servers = [
         {"name": "everything", "command": [node, str(EVERYTHING), "stdio"], "timeout_seconds": 2},
+        {
+            "name": "asking",
+            "command": [node, str(EVERYTHING), "stdio"],
+            "allow_sampling": True,
+            "timeout_seconds": 30,
+        },
         {"name": "faults", "command": [sys.executable, str(FAULTS)]},
         {
             "name": "slow",
@@ -79,6 +88,7 @@ async def hearth(
         },
         {"name": "broken", "command": [sys.executable, "-c", "raise SystemExit(3)"]},
         {"name": "changing", "command": [sys.executable, str(CHANGING)]},
+        {"name": "modern", "command": [sys.executable, str(ASKING)], "allow_sampling": True},
     ]
     for server in servers:
         server["description"] = f"The {server['name']} server"
@@ -388,3 +398,166 @@ async def test_a_groups_resources_are_read_through_one_tool_and_only_its_own(
     assert blob["media"][0]["path"].startswith(f"tool-media/{chat_id}/{blob['id']}-1.")
     assert foreign["status"] == "failed"
     assert "'faults://blob/1' is not a resource of MCP server 'everything'" in foreign["result"]
+
+
+async def test_a_real_servers_form_pauses_the_turn_and_the_answer_reaches_the_server(
+    hearth: Hearth, fakes: dict[str, FakeProviderServer]
+) -> None:
+    """server-everything's form: the stream ends at `data-elicitation`, the answer (defaults
+    filled in) goes back to the server inside its call, and the rest of the turn streams."""
+    assert hearth.services.mcp is not None
+    await hearth.services.mcp.wait_ready(30)
+    form = ToolCall("mcp__asking__trigger-elicitation-request", {}, id="form")
+    fakes["openai"].script(
+        Reply(tool_calls=[ToolCall("activate_tools", {"groups": ["asking"]})]),
+        Reply(tool_calls=[form]),
+        Reply(text="Thanks, Ada."),
+    )
+    chat_id, chunks = await turn(hearth.client, MODEL_IDS["openai"], "Fill in the form.")
+    [asked] = [c["data"] for c in chunks if c["type"] == "data-elicitation"]
+    assert asked["tool_call_id"] == "form"
+    assert asked["message"] == "Please provide inputs for the following fields:"
+    assert asked["requested_schema"]["required"] == ["name"]
+    assert chunks[-1] == {"type": "[DONE]"}
+
+    # Another user cannot see or answer it.
+    foreign = await hearth.other.post(
+        f"/api/chats/{chat_id}/elicitations",
+        json={"elicitation_id": asked["elicitation_id"], "action": "decline"},
+    )
+    assert foreign.status_code == 404
+    bad = await hearth.client.post(
+        f"/api/chats/{chat_id}/elicitations",
+        json={"elicitation_id": asked["elicitation_id"], "action": "accept", "content": {}},
+    )
+    assert bad.status_code == 422  # `name` is required
+    answered = await hearth.client.post(
+        f"/api/chats/{chat_id}/elicitations",
+        json={
+            "elicitation_id": asked["elicitation_id"],
+            "action": "accept",
+            "content": {"name": "Ada Lovelace", "check": True},
+        },
+    )
+    assert answered.status_code == 200, answered.text
+    rest = parse_stream(answered.text)
+    [output] = [c for c in rest if c["type"] == "tool-output-available"]
+    assert output["toolCallId"] == "form"
+    chat = await wait_until_idle(hearth.client, chat_id)
+    done = calls(chat)[-1]
+    assert done["status"] == "done", done
+    assert "- Name: Ada Lovelace" in done["result"]
+    assert "- Agreed to terms: true" in done["result"]
+    assert "- Favorite Integer: 42" in done["result"]  # the schema's default, filled in
+    assert done["elicitation"]["action"] == "accept"
+    assert chat["messages"][-1]["content"] == "Thanks, Ada."
+
+
+async def test_a_real_server_samples_the_chats_model_only_where_allowed(
+    hearth: Hearth, fakes: dict[str, FakeProviderServer]
+) -> None:
+    """server-everything asks for a completion: `asking` may (the chat's model answers, capped
+    at its maximum output); `everything` may not, so it is never offered sampling."""
+    assert hearth.services.mcp is not None
+    await hearth.services.mcp.wait_ready(30)
+    listed = {g["group"]: g for g in (await hearth.client.get("/api/tools")).json()}
+    names = {group: {t["name"] for t in g["tools"]} for group, g in listed.items()}
+    assert "mcp__asking__trigger-sampling-request" in names["asking"]
+    assert "mcp__everything__trigger-sampling-request" not in names["everything"]
+
+    fake = fakes["openai"]
+    sample = ToolCall(
+        "mcp__asking__trigger-sampling-request",
+        {"prompt": "Name a colour", "maxTokens": 1_000_000},
+        id="sample",
+    )
+    fake.script(
+        Reply(tool_calls=[ToolCall("activate_tools", {"groups": ["asking"]})]),
+        Reply(tool_calls=[sample]),
+        Reply(text="Teal."),
+        Reply(text="The server heard teal."),
+    )
+    chat_id, _ = await turn(hearth.client, MODEL_IDS["openai"], "Sample.")
+    chat = await wait_until_idle(hearth.client, chat_id)
+    done = calls(chat)[-1]
+    assert done["status"] == "done", done
+    assert "LLM sampling result" in done["result"] and "Teal." in done["result"]
+    assert MODEL_IDS["openai"] in done["result"]
+    completion = fake.model_requests[2].body
+    assert completion.get("max_completion_tokens", completion.get("max_tokens")) == 1024
+    assert "tools" not in completion
+    assert completion["messages"][0] == {
+        "role": "system",
+        "content": "You are a helpful test server.",
+    }
+    assert chat["messages"][-1]["content"] == "The server heard teal."
+
+
+async def test_two_calls_at_once_on_one_modern_session_each_ask_their_own_user(
+    hearth: Hearth, fakes: dict[str, FakeProviderServer]
+) -> None:
+    """On a 2026-07-28 session a form travels inside its call, so two users' calls of one
+    server at the same moment each get their own form, and each answer reaches its own call."""
+    assert hearth.services.mcp is not None
+    await hearth.services.mcp.wait_ready(30)
+    fake = fakes["openai"]
+    fake.script(
+        Reply(tool_calls=[ToolCall("activate_tools", {"groups": ["modern"]})]),
+        Reply(tool_calls=[ToolCall("activate_tools", {"groups": ["modern"]})]),
+        Reply(tool_calls=[ToolCall("mcp__modern__book", {"city": "Oslo"}, id="oslo")]),
+        Reply(tool_calls=[ToolCall("mcp__modern__book", {"city": "Rome"}, id="rome")]),
+        Reply(text="Done."),
+        Reply(text="Done."),
+    )
+    chats = []
+    for client in (hearth.client, hearth.other):
+        chats.append((await client.post("/api/chats", json={"model": MODEL_IDS["openai"]})).json())
+
+    async def send(client: Client, chat: dict[str, Any]) -> list[dict[str, Any]]:
+        response = await client.post(f"/api/chats/{chat['id']}/messages", json={"content": "Book"})
+        return parse_stream(response.text)
+
+    streams = await asyncio.gather(
+        *(send(c, chat) for c, chat in zip((hearth.client, hearth.other), chats, strict=True))
+    )
+    asked = [
+        next(c["data"] for c in chunks if c["type"] == "data-elicitation") for chunks in streams
+    ]
+    city = {"oslo": "Oslo", "rome": "Rome"}
+    assert sorted(a["tool_call_id"] for a in asked) == ["oslo", "rome"]
+    for form in asked:
+        assert form["message"] == f"Who is the booking in {city[form['tool_call_id']]} for?"
+    for client, chat, form, name in reversed(
+        list(zip((hearth.client, hearth.other), chats, asked, ("Ada", "Grace"), strict=True))
+    ):
+        answered = await client.post(
+            f"/api/chats/{chat['id']}/elicitations",
+            json={
+                "elicitation_id": form["elicitation_id"],
+                "action": "accept",
+                "content": {"name": name},
+            },
+        )
+        assert answered.status_code == 200, answered.text
+    for client, chat, form, name in zip(
+        (hearth.client, hearth.other), chats, asked, ("Ada", "Grace"), strict=True
+    ):
+        done = calls(await wait_until_idle(client, chat["id"]))[-1]
+        assert done["status"] == "done", done
+        assert done["result"] == f"Booked 1 night(s) in {city[form['tool_call_id']]} for {name}."
+
+
+async def test_a_modern_server_samples_inside_its_call(
+    hearth: Hearth, fakes: dict[str, FakeProviderServer]
+) -> None:
+    assert hearth.services.mcp is not None
+    await hearth.services.mcp.wait_ready(30)
+    fakes["openai"].script(
+        Reply(tool_calls=[ToolCall("activate_tools", {"groups": ["modern"]})]),
+        Reply(tool_calls=[ToolCall("mcp__modern__one_word", {"topic": "sea"})]),
+        Reply(text="Blue."),
+        Reply(text="It said blue."),
+    )
+    chat_id, _ = await turn(hearth.client, MODEL_IDS["openai"], "One word?")
+    done = calls(await wait_until_idle(hearth.client, chat_id))[-1]
+    assert done["result"] == f"The model says Blue. ({MODEL_IDS['openai']})."

@@ -32,6 +32,7 @@ pytestmark = pytest.mark.usefixtures("services", "registry")
 
 MESSAGES = "/api/chats/{chat_id}/messages"
 APPROVALS = "/api/chats/{chat_id}/approvals"
+ELICITATIONS = "/api/chats/{chat_id}/elicitations"
 
 # Every chunk type docs/http-api.md names for the turn stream.
 CONTRACT = {
@@ -62,6 +63,7 @@ CONTRACT = {
     "data-compaction",
     "data-usage",
     "data-tool-progress",
+    "data-elicitation",
     "[DONE]",
 }
 # Sent by pydantic-ai's deferred tool loading when an activation reveals tools.
@@ -97,6 +99,11 @@ class Turns:
             f"/api/chats/{self.chat_id}/approvals", json={"decisions": [decision]}
         )
         return self.conforms(APPROVALS, response)
+
+    async def answer(self, elicitation_id: str, content: dict[str, Any]) -> list[dict[str, Any]]:
+        answer = {"elicitation_id": elicitation_id, "action": "accept", "content": content}
+        response = await self.user.post(f"/api/chats/{self.chat_id}/elicitations", json=answer)
+        return self.conforms(ELICITATIONS, response)
 
 
 async def tools_and_approvals(turns: Turns, fakes: dict[str, FakeProviderServer], _: Any) -> None:
@@ -193,6 +200,32 @@ async def progressed(
     ]
 
 
+async def elicited(turns: Turns, fakes: dict[str, FakeProviderServer], services: Services) -> None:
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+
+    async def call(group: str, tool: str, arguments: dict[str, Any], **kwargs: Any) -> Any:
+        answer = await kwargs["asks"].elicit("Which city?", schema, timeout=30)
+        return f"Sunny in {answer.content['city']}"
+
+    original = services.catalogue, services.group_call
+    services.catalogue, services.group_call = Catalogue([Entry("mcp", WEATHER)]), call
+    try:
+        fakes["openai"].script(
+            Reply(tool_calls=[ToolCall("activate_tools", {"groups": ["weather"]})]),
+            Reply(tool_calls=[ToolCall("mcp__weather__forecast", {"city": "?"})]),
+            Reply(text="Sunny."),
+        )
+        first = await turns.send("Weather?")
+        [asked] = [c["data"] for c in first if c["type"] == "data-elicitation"]
+        assert [c["type"] for c in first[-2:]] == ["finish", "[DONE]"]
+        rest = await turns.answer(asked["elicitation_id"], {"city": "Oslo"})
+    finally:
+        services.catalogue, services.group_call = original
+    assert rest[0]["type"] == "start" and rest[0]["messageId"] == first[0]["messageId"]
+    [output] = [c for c in rest if c["type"] == "tool-output-available"]
+    assert output["output"] == "Sunny in Oslo"
+
+
 Scenario = Callable[[Turns, dict[str, FakeProviderServer], Services], Awaitable[None]]
 
 SCENARIOS: dict[str, tuple[Scenario, set[str]]] = {
@@ -230,6 +263,7 @@ SCENARIOS: dict[str, tuple[Scenario, set[str]]] = {
     ),
     "a summary": (summarised, {"data-compaction"}),
     "an MCP call's progress": (progressed, {"data-tool-progress"}),
+    "an MCP server's form": (elicited, {"data-elicitation"}),
 }
 
 

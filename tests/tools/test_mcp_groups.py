@@ -122,6 +122,19 @@ servers:
         ("url: http://h/mcp\n    env: {A: b}", "'env' applies only to a server started with"),
         ("command: [x]\n    headers: {A: b}", "'headers' applies only to a server reached by"),
         ("url: http://h/mcp\n    headers: {A: 1}", "headers.A: Input should be a valid string"),
+        ("command: [x]\n    auth: oauth", "'auth' applies only to a server reached by 'url'"),
+        ("url: http://h/mcp\n    auth: basic", "auth: Input should be 'oauth'"),
+        ("url: http://h/mcp\n    client_id: c", "need 'auth: oauth'"),
+        ("url: http://h/mcp\n    auth: oauth\n    client_secret: s", "'client_secret' needs"),
+        (
+            "url: http://h/mcp\n    auth: oauth\n    client_metadata_url: http://h/c.json",
+            "'client_metadata_url' must be an https:// URL with a path",
+        ),
+        (
+            "url: http://h/mcp\n    auth: oauth\n    client_metadata_url: https://h/",
+            "'client_metadata_url' must be an https:// URL with a path",
+        ),
+        ("command: [x]\n    allow_sampling: maybe", "allow_sampling: Input should be a valid"),
     ],
 )
 def test_a_bad_entry_is_named_with_its_problem(tmp_path: Path, entry: str, problem: str) -> None:

@@ -27,6 +27,10 @@ from playwright.async_api import expect
 
 from app.files.roots import user_root
 from app.services import Services
+from app.tools.catalogue import Catalogue, Entry
+from tests.api.test_mcp_oauth import Guarded, status_for
+from tests.api.test_mcp_oauth import guarded as guarded  # the OAuth-protected server and hearth
+from tests.catalogue_setup import WEATHER
 from tests.fakes.providers import Fail, FakeProviderServer, Reply, ToolCall
 from tests.knowledge.documents import add_document
 from tests.provider_setup import MEDIA_MODEL_IDS, MODEL_IDS
@@ -717,3 +721,127 @@ async def test_the_files_panel_shows_indexing_and_deletes(
     await expect(group).to_contain_text("knowledge_cite")
     await tools.get_by_role("button", name="Close").click()
     await expect(tools).to_be_hidden()
+
+
+@pytest.mark.usefixtures("registry")
+async def test_a_tools_form_is_answered_in_place_and_survives_a_reload(
+    tab: Tab, user: Client, fakes: dict[str, FakeProviderServer], services: Services
+) -> None:
+    form = {
+        "type": "object",
+        "properties": {
+            "city": {"type": "string", "title": "City", "description": "Where to look"},
+            "days": {"type": "integer", "title": "Days", "minimum": 1, "maximum": 7, "default": 3},
+            "units": {
+                "type": "string",
+                "title": "Units",
+                "oneOf": [
+                    {"const": "metric", "title": "Celsius"},
+                    {"const": "imperial", "title": "Fahrenheit"},
+                ],
+                "default": "metric",
+            },
+            "alerts": {"type": "boolean", "title": "Send alerts"},
+            "extras": {
+                "type": "array",
+                "title": "Extras",
+                "items": {"enum": ["wind", "rain", "sun"]},
+                "default": ["rain"],
+            },
+        },
+        "required": ["city"],
+    }
+    answers: list[Any] = []
+
+    async def call(group: str, tool: str, arguments: dict[str, Any], **kwargs: Any) -> Any:
+        answer = await kwargs["asks"].elicit("Where shall I look?", form, timeout=60)
+        answers.append(answer)
+        return f"Forecast for {answer.content['city']}: {answer.content}"
+
+    original = services.catalogue, services.group_call
+    services.catalogue, services.group_call = Catalogue([Entry("mcp", WEATHER)]), call
+    try:
+        fakes["openai"].script(
+            Reply(tool_calls=[ToolCall("activate_tools", {"groups": ["weather"]})]),
+            Reply(tool_calls=[ToolCall("mcp__weather__forecast", {"city": "?"}, id="fc")]),
+            Reply(text="Mild and dry."),
+        )
+        page = await sign_in_as(tab, user)
+        await choose_model(page, MODEL_IDS["openai"])
+        await ask(page, "Weather?")
+        log = page.get_by_role("log")
+        asked = log.get_by_role("form", name="mcp__weather__forecast asks you")
+        await expect(asked).to_contain_text("Where shall I look?")
+        await expect(asked.get_by_label("Days")).to_have_value("3")
+
+        # A reload in the middle shows the same form again, from what hearth stored.
+        await page.reload()
+        await page.locator("#app[aria-busy=false]").wait_for()
+        asked = log.get_by_role("form", name="mcp__weather__forecast asks you")
+        await expect(asked).to_contain_text("Where shall I look?")
+        await expect(asked.get_by_label("Units")).to_have_value("metric")
+        await expect(asked.get_by_label("rain")).to_be_checked()
+
+        await asked.get_by_role("button", name="Send").click()  # City is required
+        await expect(asked.get_by_label("City *")).to_have_js_property("validity.valid", False)
+        assert answers == []
+        await asked.get_by_label("City *").fill("Bergen")
+        await asked.get_by_label("Days").fill("5")
+        await asked.get_by_label("Units").select_option("imperial")
+        await asked.get_by_label("Send alerts").check()
+        await asked.get_by_label("wind").check()
+        await asked.get_by_role("button", name="Send").click()
+        await expect(log).to_contain_text("Mild and dry.")
+        await expect(log.get_by_role("form", name="mcp__weather__forecast asks you")).to_have_count(
+            0
+        )
+    finally:
+        services.catalogue, services.group_call = original
+    [answer] = answers
+    assert answer.action == "accept"
+    assert answer.content == {
+        "city": "Bergen",
+        "days": 5,
+        "units": "imperial",
+        "alerts": True,
+        "extras": ["wind", "rain"],
+    }
+    chat = await chat_of(user)
+    [stored] = [c for m in chat["messages"] for c in m["tool_calls"] if c["tool_call_id"] == "fc"]
+    assert stored["status"] == "done" and stored["elicitation"]["action"] == "accept"
+
+
+async def test_a_group_is_connected_with_the_users_own_account_and_disconnected(
+    browser: Any, guarded: Guarded
+) -> None:
+    """The catalogue's Connect takes the browser through the server's sign-in and back; the
+    group is then usable by this user, and Disconnect forgets (and revokes) the tokens."""
+    base_url = str(guarded.client.http.base_url).rstrip("/")
+    context = await browser.new_context(base_url=base_url, accept_downloads=False)
+    page = await context.new_page()
+    tab = Tab(page, base_url)
+    try:
+        await sign_in_as(tab, guarded.client)
+        await page.get_by_role("button", name="Tool catalogue").click()
+        dialog = page.get_by_role("dialog", name="Tool catalogue")
+        group = dialog.locator("li", has_text="guarded").first
+        await expect(group).to_contain_text("needs_connection")
+        await group.locator("summary").click()
+        await group.get_by_role("link", name="Connect guarded").click()
+        await page.wait_for_url(f"{base_url}/")  # back home, the query gone
+        await expect(page.locator("#status")).to_have_text(
+            "guarded is connected with your account."
+        )
+        assert (await status_for(guarded.client))["status"] == "available"
+
+        await page.get_by_role("button", name="Tool catalogue").click()
+        group = dialog.locator("li", has_text="guarded").first
+        await expect(group).to_contain_text("available")
+        await group.locator("summary").click()
+        await group.get_by_role("button", name="Disconnect guarded").click()
+        await expect(group).to_contain_text("needs_connection")
+        assert (await status_for(guarded.client))["status"] == "needs_connection"
+        assert [e["hint"] for e in await guarded.log() if e["event"] == "revoke"]
+    finally:
+        await context.close()
+    assert tab.errors == [], tab.errors

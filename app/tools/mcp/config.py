@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Self
+from typing import Literal, Self
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -41,6 +41,20 @@ class McpServerConfig(_Strict):
     """How long one tool call may take."""
     init_timeout_seconds: float = Field(default=10, gt=0)
     """How long the server may take to start and answer the MCP handshake."""
+    auth: Literal["oauth"] | None = None
+    """`oauth`: each user connects the server with their own account (OAuth 2.1); its calls run
+    on a session with that user's token. Only for a `url` server."""
+    client_id: str | None = Field(default=None, min_length=1)
+    """A client registered with the server's authorization server beforehand; without it hearth
+    registers itself (dynamic client registration) or uses `client_metadata_url`."""
+    client_secret: str | None = Field(default=None, min_length=1)
+    """The registered client's secret, usually `${NAME}` (never logged)."""
+    client_metadata_url: str | None = None
+    """An https URL (with a path) where hearth's client metadata document is published: used as
+    the client id where the authorization server accepts such documents."""
+    allow_sampling: bool = False
+    """Whether the server may ask for completions by the chat's model (`sampling/createMessage`);
+    without it hearth does not offer sampling and the SDK refuses such a request."""
 
     @field_validator("command")
     @classmethod
@@ -67,6 +81,18 @@ class McpServerConfig(_Strict):
             raise ValueError("'env' applies only to a server started with 'command'")
         if self.command is not None and self.headers:
             raise ValueError("'headers' applies only to a server reached by 'url'")
+        if self.auth is None and (self.client_id or self.client_secret or self.client_metadata_url):
+            raise ValueError(
+                "'client_id', 'client_secret' and 'client_metadata_url' need 'auth: oauth'"
+            )
+        if self.auth is not None and self.url is None:
+            raise ValueError("'auth' applies only to a server reached by 'url'")
+        if self.client_secret is not None and self.client_id is None:
+            raise ValueError("'client_secret' needs 'client_id'")
+        if self.client_metadata_url is not None:
+            parts = urlsplit(self.client_metadata_url)
+            if parts.scheme != "https" or parts.path in ("", "/"):
+                raise ValueError("'client_metadata_url' must be an https:// URL with a path")
         return self
 
 

@@ -17,6 +17,12 @@ The shape follows from three promises:
   (`Catalogue.pinned`), so the change reaches each chat at its next turn. A server of the
   2026-07-28 protocol says so on a `subscriptions/listen` stream the group keeps open (it sends
   nothing unasked); an older one sends `notifications/tools/list_changed` on its session.
+- What a server asks back while a call runs (a form for the user, a completion by the model) is
+  answered by the turn of that call (`asking`): each call registers itself on its server while
+  it runs, with its deadline, which stands still while the answer is awaited.
+- A server with `auth: oauth` has no session shared by everyone: each user's calls run on a
+  session of their own, with their own token (`oauth`), opened when they connect or at their
+  first call after a restart. Its tools are read on the first such session and kept for all.
 - A failing server never breaks a turn. `call()` raises only `McpToolError`, whose message is
   written for the model to read. A server that died is restarted lazily by the next call to it
   (one attempt per call, under a per-server lock so concurrent calls don't start it twice), with
@@ -33,10 +39,13 @@ import math
 import os
 import re
 import shlex
+import uuid
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import httpx2
 from fastmcp.client.transports import StdioTransport, StreamableHttpTransport
 from fastmcp.exceptions import ToolError
 from mcp import MCPError
@@ -56,9 +65,12 @@ from mcp.types import (
 from pydantic_ai.mcp import MCPToolset
 
 from app.clock import Clock
+from app.tools.asks import ServerAsks
 from app.tools.groups import GroupToolError, Progress
 from app.tools.mcp import resources
+from app.tools.mcp.asking import InFlight, current_call, elicitation_handler, sampling_handler
 from app.tools.mcp.config import McpConfig, McpServerConfig, expand
+from app.tools.mcp.oauth import Connections, NeedsConnection, provider_for
 from app.tools.mcp.resources import ResourceIndex
 from app.tools.mcp.results import McpResult, read_resource_result, read_result
 
@@ -123,6 +135,8 @@ class McpGroup:
     name: str
     description: str
     requires_approval: bool
+    per_user: bool = False
+    """Each user connects it with their own account (`auth: oauth`)."""
     status: GroupStatus = "starting"
     error: str | None = None
     tools: tuple[GroupTool, ...] = ()
@@ -141,13 +155,25 @@ class _Server:
     next_restart: float = 0.0
     listening: asyncio.Task[None] | None = None
     """The list-change stream of a modern server's session; it ends with the session."""
+    inflight: list[InFlight] = field(default_factory=list)
+    """The calls running now: whom the server's own requests go to (`asking`)."""
+    users: dict[uuid.UUID, MCPToolset[Any]] = field(default_factory=dict)
+    """Each connected user's own session, for a server with `auth: oauth`."""
 
 
 class McpGroups:
     """The process-wide set of MCP servers, one group each, in the order of the config file."""
 
-    def __init__(self, config: McpConfig, clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        config: McpConfig,
+        clock: Clock | None = None,
+        connections: Connections | None = None,
+    ) -> None:
         self._clock = clock or Clock()
+        self.connections = connections
+        """The users' credentials, for the servers they connect (`auth: oauth`)."""
+        self.configs = {server.name: server for server in config.servers}
         """Spaces out the restarts of a server that died (its monotonic time)."""
         self._servers: dict[str, _Server] = {
             server.name: _Server(
@@ -156,6 +182,7 @@ class McpGroups:
                     name=server.name,
                     description=server.description,
                     requires_approval=server.requires_approval,
+                    per_user=server.auth == "oauth",
                 ),
             )
             for server in config.servers
@@ -238,6 +265,8 @@ class McpGroups:
             if server.toolset is not None:
                 toolsets.append(server.toolset)
                 server.toolset = None
+            toolsets.extend(server.users.values())
+            server.users.clear()
         await asyncio.gather(*(_shut(toolset) for toolset in toolsets))
         await asyncio.gather(*self._shutdowns, return_exceptions=True)
 
@@ -265,12 +294,16 @@ class McpGroups:
         arguments: dict[str, Any],
         *,
         on_progress: Progress | None = None,
+        asks: ServerAsks | None = None,
+        user_id: uuid.UUID | None = None,
     ) -> McpResult:
         """Call a tool by its exposed name: its result (`results.read_result`), or
         `McpToolError` with the server's own words when the tool answered an error.
 
         The call carries a progress token; each progress report the server sends goes to
-        `on_progress` and gives the call its whole `timeout_seconds` again.
+        `on_progress` and gives the call its whole `timeout_seconds` again. What the server
+        asks while the call runs (a form, a completion) goes to `asks`; without it a form is
+        declined and a completion refused.
         """
         server = self._servers.get(group)
         if server is None:
@@ -281,10 +314,13 @@ class McpGroups:
             raise McpToolError(f"MCP server {group!r} is unavailable: {server.start_error}")
         if server.group.status == "starting":
             raise McpToolError(f"MCP server {group!r} is still starting; try again shortly.")
+        if server.group.per_user:
+            toolset = await self._users_session(server, user_id)
         tool = server.by_name.get(exposed_tool_name)
         if tool is None:
             raise McpToolError(f"MCP server {group!r} has no tool {exposed_tool_name!r}.")
-        toolset = await self._running(server)
+        if not server.group.per_user:
+            toolset = await self._running(server)
         config = server.config
         if tool.resources is not None:
             return await self._read_resource(server, toolset, tool.resources, arguments)
@@ -293,19 +329,27 @@ class McpGroups:
             async with asyncio.timeout(config.timeout_seconds) as deadline:
 
                 async def report(progress: float, total: float | None, message: str | None) -> None:
-                    deadline.reschedule(loop.time() + config.timeout_seconds)
+                    if not flight.waiting:
+                        deadline.reschedule(loop.time() + config.timeout_seconds)
                     if on_progress is not None:
                         await on_progress(progress, total, message)
 
-                # The raw result: pydantic-ai's mapping would turn media into bytes in the
-                # return and fail the call on a malformed block (`results`). The deadline is
-                # this one, which progress moves; the session's own only backs it up.
-                raw = await toolset.client.call_tool_mcp(
-                    name=tool.remote_name,
-                    arguments=arguments,
-                    timeout=SESSION_CALL_LIMIT,
-                    progress_handler=report,
-                )
+                flight = InFlight(asks, deadline, config.timeout_seconds, loop)
+                server.inflight.append(flight)
+                calling = current_call.set(flight)
+                try:
+                    # The raw result: pydantic-ai's mapping would turn media into bytes in the
+                    # return and fail the call on a malformed block (`results`). The deadline
+                    # is this one, which progress moves; the session's own only backs it up.
+                    raw = await toolset.client.call_tool_mcp(
+                        name=tool.remote_name,
+                        arguments=arguments,
+                        timeout=SESSION_CALL_LIMIT,
+                        progress_handler=report,
+                    )
+                finally:
+                    current_call.reset(calling)
+                    server.inflight.remove(flight)
         except Exception as exc:
             problem = _leaf(exc)
             if isinstance(problem, ToolError):
@@ -325,8 +369,12 @@ class McpGroups:
                     f"MCP server {group!r} refused the call to {tool.remote_name!r}: "
                     f"{_describe(problem)}"
                 ) from exc
+            if isinstance(problem, NeedsConnection) or _refused_credentials(problem):
+                self._forget_user(server, user_id)
+                raise McpToolError(needs_connection(group, again=True)) from exc
             # The connection is gone: the process died or the HTTP server went away.
             self._retire(server, toolset, problem)
+            self._forget_user(server, user_id)
             if self._closed:
                 raise McpToolError(f"MCP server {group!r} is shut down.") from exc
             raise McpToolError(
@@ -341,14 +389,98 @@ class McpGroups:
             )
         return result
 
+    # -- each user's own sessions ---------------------------------------------------------------
+
+    async def ready_for(self, name: str, user_id: uuid.UUID) -> str | None:
+        """None when the group can serve `user_id` now (its tools read); else why not, for the
+        model: a per-user group the user has not connected."""
+        server = self._servers.get(name)
+        if server is None or not server.group.per_user:
+            return None
+        try:
+            await self._users_session(server, user_id)
+        except McpToolError as exc:
+            return str(exc)
+        return None
+
+    async def connect(self, name: str, user_id: uuid.UUID, auth: httpx2.Auth) -> None:
+        """Open the user's session of server `name` with `auth` (which signs them in, sending
+        them to the authorization server first when it must) and keep it as theirs."""
+        server = self._servers[name]
+        toolset = await self._open_for_user(server, auth)
+        old = server.users.pop(user_id, None)
+        server.users[user_id] = toolset
+        if old is not None:
+            await _shut(old)
+
+    async def _open_for_user(self, server: _Server, auth: httpx2.Auth) -> MCPToolset[Any]:
+        """A session of the server signed in by `auth`; its tools are the group's if it has none."""
+        toolset, tools = await _open(
+            server.config,
+            read_tools=True,
+            on_message=self._listener(server),
+            inflight=server.inflight,
+            auth=auth,
+        )
+        if tools and not server.by_name:
+            server.by_name = {tool.name: tool for tool in tools}
+            server.group.tools = tools
+        return toolset
+
+    async def disconnect(self, name: str, user_id: uuid.UUID) -> None:
+        """Close the user's session of server `name`, if they have one."""
+        server = self._servers.get(name)
+        toolset = server.users.pop(user_id, None) if server is not None else None
+        if toolset is not None:
+            await _shut(toolset)
+
+    async def _users_session(self, server: _Server, user_id: uuid.UUID | None) -> MCPToolset[Any]:
+        name = server.group.name
+        if user_id is None or self.connections is None:
+            raise McpToolError(f"MCP server {name!r} is used with each user's own account.")
+        toolset = server.users.get(user_id)
+        if toolset is not None:
+            return toolset
+        async with server.lock:
+            if (toolset := server.users.get(user_id)) is not None:
+                return toolset
+            if not await self.connections.connected(user_id, name):
+                raise McpToolError(needs_connection(name))
+            provider = await provider_for(server.config, self.connections, user_id)
+            try:
+                async with asyncio.timeout(server.config.init_timeout_seconds):
+                    toolset = await self._open_for_user(server, provider)
+            except Exception as exc:
+                problem = _leaf(exc)
+                if isinstance(problem, NeedsConnection) or _refused_credentials(problem):
+                    raise McpToolError(needs_connection(name, again=True)) from exc
+                raise McpToolError(
+                    f"MCP server {name!r} could not be reached: {_describe(problem)}"
+                ) from exc
+            server.users[user_id] = toolset
+            return toolset
+
+    def _forget_user(self, server: _Server, user_id: uuid.UUID | None) -> None:
+        toolset = server.users.pop(user_id, None) if user_id is not None else None
+        if toolset is not None:
+            task = asyncio.create_task(_shut(toolset))
+            self._shutdowns.add(task)
+            task.add_done_callback(self._shutdowns.discard)
+
     # -- internals ----------------------------------------------------------------------------
 
     async def _start_up(self, server: _Server) -> None:
         name = server.group.name
+        if server.group.per_user:  # nothing to open before a user connects it
+            server.group.status = "available"
+            return
         async with server.lock:
             try:
                 toolset, tools = await _open(
-                    server.config, read_tools=True, on_message=self._listener(server)
+                    server.config,
+                    read_tools=True,
+                    on_message=self._listener(server),
+                    inflight=server.inflight,
                 )
             except Exception as exc:
                 server.start_error = _describe_start_failure(server.config, exc)
@@ -393,7 +525,10 @@ class McpGroups:
                 )
             try:
                 toolset, _ = await _open(
-                    server.config, read_tools=False, on_message=self._listener(server)
+                    server.config,
+                    read_tools=False,
+                    on_message=self._listener(server),
+                    inflight=server.inflight,
                 )
             except Exception as exc:
                 server.failed_restarts += 1
@@ -489,7 +624,14 @@ class McpGroups:
         task.add_done_callback(self._shutdowns.discard)
 
 
-def _toolset(config: McpServerConfig, on_message: MessageHandler | None = None) -> MCPToolset[Any]:
+def _toolset(
+    config: McpServerConfig,
+    on_message: MessageHandler | None = None,
+    inflight: list[InFlight] | None = None,
+    auth: httpx2.Auth | None = None,
+) -> MCPToolset[Any]:
+    """The server's toolset; its session answers forms always and completions where the server
+    is allowed them (`allow_sampling`), for the calls in `inflight`."""
     if config.command is not None:
         client: StdioTransport | StreamableHttpTransport = StdioTransport(
             command=config.command[0],
@@ -501,10 +643,13 @@ def _toolset(config: McpServerConfig, on_message: MessageHandler | None = None) 
     else:
         assert config.url is not None
         headers = {name: expand(value, os.environ) for name, value in config.headers.items()}
-        client = StreamableHttpTransport(config.url, headers=headers or None)
+        client = StreamableHttpTransport(config.url, headers=headers or None, auth=auth)
+    calls = inflight if inflight is not None else []
     return MCPToolset(
         client,
         id=config.name,
+        elicitation_handler=elicitation_handler(config.name, calls),
+        sampling_handler=sampling_handler(config.name, calls) if config.allow_sampling else None,
         tool_error_behavior="error",
         # The whole start-up is bounded by `_open`; this only backs it up, so it fires later.
         init_timeout=config.init_timeout_seconds + 1,
@@ -518,12 +663,35 @@ def _toolset(config: McpServerConfig, on_message: MessageHandler | None = None) 
 
 
 async def _open(
-    config: McpServerConfig, *, read_tools: bool, on_message: MessageHandler | None = None
+    config: McpServerConfig,
+    *,
+    read_tools: bool,
+    on_message: MessageHandler | None = None,
+    inflight: list[InFlight] | None = None,
+    auth: httpx2.Auth | None = None,
 ) -> tuple[MCPToolset[Any], tuple[GroupTool, ...]]:
-    """Start a server and shake hands (and read its tools), within its start-up time limit."""
-    toolset = _toolset(config, on_message)
-    async with asyncio.timeout(config.init_timeout_seconds):
+    """Start a server and shake hands (and read its tools), within its start-up time limit.
+
+    With `auth` (a user signing in) the handshake may wait for the user, so only the
+    OAuth flow's own limits bound it."""
+    toolset = _toolset(config, on_message, inflight, auth)
+    if auth is not None:
         await toolset.__aenter__()
+        try:
+            tools = await _read_tools(config.name, toolset) if read_tools else ()
+        except BaseException:
+            await _shut(toolset)
+            raise
+        return toolset, tools
+    async with asyncio.timeout(config.init_timeout_seconds):
+        with warnings.catch_warnings():
+            # pydantic-ai warns that a 2026-07-28 session never calls the form and completion
+            # handlers; the SDK's client does call them, inside the call, for the questions such
+            # a server returns as input-required results (tests/api/test_mcp_results.py).
+            warnings.filterwarnings(
+                "ignore", message=".*will never be called.*", category=UserWarning
+            )
+            await toolset.__aenter__()
         try:
             tools = await _read_tools(config.name, toolset) if read_tools else ()
         except BaseException:
@@ -588,6 +756,21 @@ def _group_tools(server: str, mcp_tools: Sequence[Any]) -> tuple[GroupTool, ...]
         parameters = wire.get("inputSchema") or {"type": "object", "properties": {}}
         tools.append(GroupTool(name, remote, tool_description(server, description), parameters))
     return tuple(tools)
+
+
+def needs_connection(server: str, *, again: bool = False) -> str:
+    """What a user who has not (or no longer) connected a per-user server is told."""
+    how = "connect it again" if again else "connect it"
+    return (
+        f"needs_connection: MCP server {server!r} works with each user's own account, and this "
+        f"user's is not connected; they must {how} in hearth first."
+    )
+
+
+def _refused_credentials(problem: BaseException) -> bool:
+    """Whether the server refused the user's token (no refresh could help)."""
+    response = getattr(problem, "response", None)
+    return getattr(response, "status_code", None) in (401, 403)
 
 
 def _leaf(exc: BaseException) -> BaseException:

@@ -167,4 +167,9 @@ export const api = {
   /** Answers 202 while other calls still wait, or the turn's continuation as a stream. */
   decide: (id, decisions) =>
     streamRequest(`/api/chats/${encodeURIComponent(id)}/approvals`, { decisions }),
+  disconnect: (group) =>
+    request("DELETE", `/api/mcp/${encodeURIComponent(group)}/connection`),
+  /** The rest of the turn as a stream, or 202 when another worker runs it. */
+  answerElicitation: (id, answer) =>
+    streamRequest(`/api/chats/${encodeURIComponent(id)}/elicitations`, answer),
 };

@@ -5,6 +5,7 @@
 
 import { renderDiff } from "./diff.js";
 import { clear, formatSize, h } from "./dom.js";
+import { elicitationForm } from "./elicitation.js";
 import { renderMarkdown } from "./markdown.js";
 
 const STATUS_TEXT = {
@@ -71,9 +72,14 @@ function approvalForm(call, onDecide) {
   return form;
 }
 
-function toolCall(call, onDecide) {
-  const status = CALL_STATUS_TEXT[call.status] || call.status;
-  const open = call.status === "pending";
+/** Whether the call's server waits for the user to fill in its form. */
+function asking(call) {
+  return call.status === "running" && call.elicitation && !call.elicitation.action;
+}
+
+function toolCall(call, options) {
+  const status = asking(call) ? "waiting for your answer" : CALL_STATUS_TEXT[call.status] || call.status;
+  const open = call.status === "pending" || asking(call);
   const details = h(
     "details",
     { class: `tool tool-${call.status}`, open, "data-key": `tool-${call.tool_call_id}` },
@@ -102,7 +108,10 @@ function toolCall(call, onDecide) {
   if (call.media && call.media.length) {
     details.append(h("div", { class: "thumbs" }, call.media.map((file) => fileLink(file))));
   }
-  if (call.status === "pending" && onDecide) details.append(approvalForm(call, onDecide));
+  if (call.status === "pending" && options.onDecide) {
+    details.append(approvalForm(call, options.onDecide));
+  }
+  if (asking(call) && options.onElicit) details.append(elicitationForm(call, options.onElicit));
   return details;
 }
 
@@ -137,7 +146,8 @@ function citationList(citations) {
 
 /**
  * One message as an article. `options.activations` are the groups this message activated,
- * `options.onDecide(call, approved, note)` answers an approval.
+ * `options.onDecide(call, approved, note)` answers an approval, `options.onElicit(call,
+ * action, content)` the form a call's server asks for.
  */
 export function messageArticle(message, options = {}) {
   const who = message.role === "user" ? "You" : message.model || "Assistant";
@@ -178,7 +188,7 @@ export function messageArticle(message, options = {}) {
       ),
     );
   }
-  for (const call of message.tool_calls || []) article.append(toolCall(call, options.onDecide));
+  for (const call of message.tool_calls || []) article.append(toolCall(call, options));
   const groups = (options.activations || []).flatMap((a) => a.groups || [a.ref]);
   if (groups.length) {
     article.append(
@@ -238,6 +248,7 @@ export class Log {
     return messageArticle(message, {
       activations: this.activationsFor(message),
       onDecide: this.options.onDecide,
+      onElicit: this.options.onElicit,
     });
   }
 

@@ -125,6 +125,11 @@ async function showApp(user) {
   });
   $("app").setAttribute("aria-busy", "false");
   $("composer-input").focus();
+  const connected = new URLSearchParams(location.search).get("connected");
+  if (connected) {
+    history.replaceState(null, "", "/"); // a reload does not say it again
+    announce(`${connected} is connected with your account.`);
+  }
 }
 
 function modelLabel(model) {
@@ -427,7 +432,13 @@ async function consume(response, chatId) {
   if (fold.error) showError(fold.error);
   if (state.chat?.id === chatId) {
     await reload();
-    announce(fold.paused ? "A tool call waits for your approval." : "The reply is complete.");
+    announce(
+      fold.asked
+        ? "A tool asks you to fill in a form."
+        : fold.paused
+          ? "A tool call waits for your approval."
+          : "The reply is complete.",
+    );
   }
 }
 
@@ -509,6 +520,20 @@ async function decide(call, approved, note) {
       announce("Recorded; other tool calls still wait for you.");
       await reload();
     } else await consume(response, chatId); // the last answer resumes the turn: its stream follows
+  });
+}
+
+/** Answer the form a tool's server asked for; the rest of the turn streams in. */
+async function answerForm(call, action, content) {
+  await attempt(async () => {
+    const chatId = state.chat.id;
+    const answer = { elicitation_id: call.elicitation.elicitation_id, action };
+    if (content !== undefined) answer.content = content;
+    const response = await api.answerElicitation(chatId, answer);
+    if (response.status === 202) {
+      announce("Answer sent; the turn goes on.");
+      await reload();
+    } else await consume(response, chatId);
   });
 }
 
@@ -622,7 +647,7 @@ function dropZone(element) {
 }
 
 async function boot() {
-  log = new Log($("log"), { onDecide: decide });
+  log = new Log($("log"), { onDecide: decide, onElicit: answerForm });
   whenSignedOut(() => showAuth("Your session has ended. Sign in again to continue."));
   $("auth-form").addEventListener("submit", submitAuth);
   $("sign-out").addEventListener("click", signOut);

@@ -80,6 +80,38 @@ export function filesPanel(dialog) {
   return opener(dialog, () => draw());
 }
 
+/**
+ * Connect or Disconnect for a group each user signs in to with their own account. Connecting is
+ * a page visit: hearth sends the browser to the server's sign-in page, which sends it back here.
+ */
+function connection(group, redraw, errorBox) {
+  const name = encodeURIComponent(group.group);
+  if (group.status === "needs_connection") {
+    return h(
+      "p",
+      { class: "row" },
+      h("a", { href: `/api/mcp/${name}/connect`, class: "button", text: `Connect ${group.group}` }),
+      h("span", { class: "hint", text: "Sign in with your own account to use these tools." }),
+    );
+  }
+  const disconnect = async (event) => {
+    event.target.disabled = true;
+    try {
+      await api.disconnect(group.group);
+      await redraw();
+    } catch (error) {
+      failed(errorBox, error);
+      event.target.disabled = false;
+    }
+  };
+  return h(
+    "p",
+    { class: "row" },
+    h("span", { class: "hint", text: "Connected with your account." }),
+    h("button", { type: "button", class: "secondary", onclick: disconnect, text: `Disconnect ${group.group}` }),
+  );
+}
+
 export function toolsPanel(dialog) {
   const list = dialog.querySelector("#tools-list");
   const errorBox = dialog.querySelector("#tools-error");
@@ -106,6 +138,7 @@ export function toolsPanel(dialog) {
                 " ",
                 h("span", { class: "hint", text: group.description }),
               ),
+              group.connectable ? connection(group, draw, errorBox) : null,
               h(
                 "ul",
                 {},

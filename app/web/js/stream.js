@@ -167,6 +167,12 @@ const HANDLERS = {
       call.status = "pending";
     });
   },
+  "data-elicitation": (fold, chunk) => {
+    fold.asked = true;
+    touchCall(fold, { toolCallId: chunk.data.tool_call_id }, (call) => {
+      call.elicitation = { ...chunk.data, action: null, content: null };
+    });
+  },
   "tool-output-denied": (fold, chunk) =>
     touchCall(fold, chunk, (call) => {
       call.status = "rejected";
@@ -197,7 +203,8 @@ const HANDLERS = {
     }
   },
   finish: (fold) => {
-    if (fold.current && fold.current.status === "streaming") {
+    // A form ends the response, not the round: the call still runs while the user answers.
+    if (fold.current && fold.current.status === "streaming" && !fold.asked) {
       fold.current.status = "ok";
       fold.changed(fold.current);
     }

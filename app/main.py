@@ -67,6 +67,7 @@ def build_services(settings: Settings, clock: Clock | None = None) -> Services:
     sessions = session_factory(engine)
     connections = Connections(sessions, Sealer(settings.signing_key), clock)
     mcp = McpGroups(load_mcp_config(settings.mcp_file), clock, connections)
+    mcp.connector = connector = Connector(connections, mcp.configs)
     return Services(
         settings=settings,
         engine=engine,
@@ -84,7 +85,7 @@ def build_services(settings: Settings, clock: Clock | None = None) -> Services:
         ),
         group_call=mcp.call,
         mcp=mcp,
-        connector=Connector(connections, mcp.configs),
+        connector=connector,
         ingestor=Ingestor(sessions, settings.data_dir),
     )
 

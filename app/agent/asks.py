@@ -9,6 +9,10 @@ the turn's own process, wakes the call at once and streams the rest of the turn.
 answer was stored by another worker sees it on the row within `POLL_SECONDS`. Unanswered within
 the call's timeout, or when the turn is stopped, the form is cancelled.
 
+**A new sign-in** a server asks for during a call (an OAuth step-up) is `data-authorization`
+`{tool_call_id, group, url}`, after which the stream ends too; the call waits for the user to
+come back through the callback (`app.tools.mcp.oauth`), and the turn goes on.
+
 **Completions** (`sampling/createMessage`, only for servers with `allow_sampling`) run with the
 chat's model, without tools, at most the model's own maximum output, and are logged in the
 request log with purpose `sampling`, so they count as the user's usage like a round.
@@ -39,7 +43,7 @@ from app.llm.registry import ModelInfo
 from app.models import ChatLlmTool, LlmRequest
 from app.tools.asks import Elicited, Sampled, SamplingRequest, ServerAsks
 from app.tools.deps import TurnDeps
-from app.tools.events import ElicitationAsked
+from app.tools.events import AuthorizationAsked, ElicitationAsked
 
 log = logging.getLogger("hearth.turns")
 
@@ -177,6 +181,21 @@ class TurnAsking:
 
         await transaction(self.runtime.sessions, write, what=what)
 
+    async def authorize(
+        self, ctx: RunContext[TurnDeps], tool_call_id: str, server: str, url: str
+    ) -> None:
+        """Kept on the call (a URL-mode question, for a reload) and streamed; the call waits."""
+        row_id = ctx.deps.call_rows.get(tool_call_id)
+        if row_id is not None:
+            asked = {
+                "id": "eli_" + secrets.token_urlsafe(16),
+                "mode": "url",
+                "message": f"{server} asks you to sign in again to go on.",
+                "url": url,
+            }
+            await self._store(row_id, asked, what="asking the user to sign in")
+        await ctx.emit(AuthorizationAsked(group=server, url=url))
+
     # -- completions --------------------------------------------------------------------------
 
     async def sample(self, request: SamplingRequest) -> Sampled:
@@ -260,3 +279,6 @@ class _CallAsks:
 
     async def sample(self, request: SamplingRequest) -> Sampled:
         return await self.asking.sample(request)
+
+    async def authorize(self, server: str, url: str) -> None:
+        await self.asking.authorize(self.ctx, self.tool_call_id, server, url)

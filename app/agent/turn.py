@@ -508,7 +508,8 @@ class _History:
 
 
 def _asks_the_user(chunk: BaseChunk) -> bool:
-    return isinstance(chunk, DataChunk) and chunk.type == "data-elicitation"
+    """A form, or a new sign-in: the response ends there, and the user's answer goes on."""
+    return isinstance(chunk, DataChunk) and chunk.type in ("data-elicitation", "data-authorization")
 
 
 async def _raising(error: Exception) -> AsyncIterator[Any]:

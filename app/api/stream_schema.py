@@ -112,6 +112,14 @@ class ElicitationData(_Data):
     requested_schema: dict[str, Any]
 
 
+class AuthorizationData(_Data):
+    """A call's server wants the user to sign in again (a wider scope); the stream ends after it."""
+
+    tool_call_id: str
+    group: str
+    url: str
+
+
 class UserMessagePart(chunks.DataChunk):
     type: Literal["data-user-message"]
     data: UserMessageData
@@ -157,6 +165,11 @@ class ElicitationPart(chunks.DataChunk):
     data: ElicitationData
 
 
+class AuthorizationPart(chunks.DataChunk):
+    type: Literal["data-authorization"]
+    data: AuthorizationData
+
+
 DATA_PARTS: tuple[type[chunks.DataChunk], ...] = (
     UserMessagePart,
     AssistantMessagePart,
@@ -167,6 +180,7 @@ DATA_PARTS: tuple[type[chunks.DataChunk], ...] = (
     ToolAvailabilityPart,
     ToolProgressPart,
     ElicitationPart,
+    AuthorizationPart,
 )
 
 

@@ -84,8 +84,12 @@ class ToolCallOut(BaseModel):
 
 class ElicitationOut(BaseModel):
     elicitation_id: str
+    mode: Literal["form", "url"]
+    """`form`: answered with `POST /api/chats/{chat_id}/elicitations`; `url`: the server wants
+    the user to sign in again at `url` (a wider scope), and the call goes on once they are back."""
     message: str
     requested_schema: dict[str, Any]
+    url: str | None
     action: Literal["accept", "decline", "cancel"] | None
     content: dict[str, Any] | None
 

@@ -319,6 +319,8 @@ async def answer_elicitation(
     if found is None:
         raise NotFound(f"no elicitation {elicitation_id!r} waits in this chat")
     row_id, asked = found
+    if asked.get("mode") == "url":
+        raise Conflict("this one is answered by signing in at its URL, not here")
     if asked.get("action"):
         raise Conflict(f"the elicitation was answered already ({asked['action']})")
     if action != "accept" and content is not None:

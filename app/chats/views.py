@@ -124,8 +124,11 @@ class ToolCallView(TypedDict):
 
 class ElicitationView(TypedDict):
     elicitation_id: str
+    mode: str
+    """`form` (answered with `POST /elicitations`) or `url` (a new sign-in at `url`)."""
     message: str
     requested_schema: dict[str, Any]
+    url: str | None
     action: str | None
     """None while the user has not answered."""
     content: dict[str, Any] | None
@@ -227,8 +230,10 @@ def elicitation(stored: dict[str, Any] | None) -> ElicitationView | None:
         return None
     return {
         "elicitation_id": stored["id"],
+        "mode": stored.get("mode", "form"),
         "message": stored["message"],
-        "requested_schema": stored["requested_schema"],
+        "requested_schema": stored.get("requested_schema") or {},
+        "url": stored.get("url"),
         "action": stored.get("action"),
         "content": stored.get("content"),
     }

@@ -1,7 +1,8 @@
 """What a tool's server may ask of the turn while one of its calls runs.
 
-An MCP server may, in the middle of a call, ask the user to fill in a form (`elicitation/create`)
-or ask for a completion by the model (`sampling/createMessage`). Both are answered by the turn
+An MCP server may, in the middle of a call, ask the user to fill in a form (`elicitation/create`),
+ask for a completion by the model (`sampling/createMessage`), or want the user to sign in again
+with a wider scope (an OAuth step-up). Both are answered by the turn
 the call belongs to — it knows the user, the chat's model and the stream — so the MCP layer
 gets an object of this protocol with each call and hands it what the server asked; it knows
 nothing of turns. The types are plain data so that layer and the turn engine meet here only.
@@ -60,4 +61,9 @@ class ServerAsks(Protocol):
 
     async def sample(self, request: SamplingRequest) -> Sampled:
         """Run the completion with the chat's model, without tools; it counts as usage."""
+        ...
+
+    async def authorize(self, server: str, url: str) -> None:
+        """Tell the user that `server` asks them to sign in again (at `url`) for the call to go
+        on; the call then waits for them to come back (`app.tools.mcp.oauth`)."""
         ...

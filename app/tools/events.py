@@ -51,3 +51,15 @@ class ElicitationAsked(CustomEvent, name="elicitation"):
             "message": self.message,
             "requested_schema": self.requested_schema,
         }
+
+
+@dataclass(kw_only=True)
+class AuthorizationAsked(CustomEvent, name="authorization"):
+    """`data-authorization`: a call's server wants the user to sign in again (a wider scope) at
+    `url`; the turn's stream ends after it, and the call goes on once they are back."""
+
+    group: str
+    url: str
+
+    def to_payload(self) -> dict[str, Any]:
+        return {"tool_call_id": self.tool_call_id, "group": self.group, "url": self.url}

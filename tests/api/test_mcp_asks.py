@@ -115,8 +115,10 @@ async def test_a_form_ends_the_stream_and_its_answer_streams_the_rest_with_defau
     assert call["status"] == "running"
     assert call["elicitation"] == {
         "elicitation_id": asked["elicitation_id"],
+        "mode": "form",
         "message": asked["message"],
         "requested_schema": FORM,
+        "url": None,
         "action": None,
         "content": None,
     }

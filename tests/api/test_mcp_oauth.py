@@ -308,3 +308,49 @@ def uuid_of(client: Client) -> Any:
     import uuid
 
     return uuid.UUID(client.user["id"])
+
+
+@pytest.mark.parametrize("guarded", [{"ALERTS_SCOPE": "weather:alerts"}], indirect=True)
+async def test_a_wider_scope_asked_mid_call_is_a_new_sign_in_and_the_call_goes_on(
+    guarded: Guarded, fakes: dict[str, FakeProviderServer]
+) -> None:
+    await connect(guarded.client)
+    fakes["openai"].script(
+        Reply(tool_calls=[ToolCall("activate_tools", {"groups": [GROUP]})]),
+        Reply(tool_calls=[ToolCall("mcp__guarded__alerts", {"region": "Nordland"}, id="al")]),
+        Reply(text="No alerts."),
+    )
+    client = guarded.client
+    chat_id = (await client.post("/api/chats", json={"model": MODEL_IDS["openai"]})).json()["id"]
+    sent = await client.post(f"/api/chats/{chat_id}/messages", json={"content": "Alerts?"})
+    chunks = parse_stream(sent.text)
+    [asked] = [c["data"] for c in chunks if c["type"] == "data-authorization"]
+    assert asked["tool_call_id"] == "al" and asked["group"] == GROUP
+    assert httpx.URL(asked["url"]).params["scope"] == "weather:alerts"
+    assert [c["type"] for c in chunks[-2:]] == ["finish", "[DONE]"]
+
+    # A reload shows the question on the call; it cannot be answered as a form.
+    chat = (await client.get(f"/api/chats/{chat_id}")).json()
+    waiting = calls(chat)[-1]
+    assert waiting["status"] == "running"
+    assert waiting["elicitation"]["mode"] == "url"
+    assert waiting["elicitation"]["url"] == asked["url"]
+    as_form = await client.post(
+        f"/api/chats/{chat_id}/elicitations",
+        json={"elicitation_id": waiting["elicitation"]["elicitation_id"], "action": "accept"},
+    )
+    assert as_form.status_code == 409
+
+    # Another user cannot finish this user's sign-in.
+    callback = await come_back(asked["url"])
+    foreign = await guarded.other.http.get(callback, follow_redirects=False)
+    assert foreign.status_code == 404
+    done = await client.http.get(callback, follow_redirects=False)
+    assert done.status_code == 302
+    chat = await wait_until_idle(client, chat_id)
+    alerts = calls(chat)[-1]
+    assert alerts["status"] == "done", alerts
+    assert alerts["result"] == "No alerts for Nordland."
+    assert chat["messages"][-1]["content"] == "No alerts."
+    events = [e["event"] for e in await guarded.log()]
+    assert events.count("authorize") == 2 and "step-up" in events

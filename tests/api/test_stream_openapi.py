@@ -64,6 +64,7 @@ CONTRACT = {
     "data-usage",
     "data-tool-progress",
     "data-elicitation",
+    "data-authorization",
     "[DONE]",
 }
 # Sent by pydantic-ai's deferred tool loading when an activation reveals tools.
@@ -226,6 +227,38 @@ async def elicited(turns: Turns, fakes: dict[str, FakeProviderServer], services:
     assert output["output"] == "Sunny in Oslo"
 
 
+async def signing_in(
+    turns: Turns, fakes: dict[str, FakeProviderServer], services: Services
+) -> None:
+    came_back = asyncio.Event()
+
+    async def call(group: str, tool: str, arguments: dict[str, Any], **kwargs: Any) -> Any:
+        await kwargs["asks"].authorize("weather", "https://auth.example/authorize?state=s1")
+        await came_back.wait()  # as the server's flow waits for the user's callback
+        return "Sunny, with the wider scope"
+
+    original = services.catalogue, services.group_call
+    services.catalogue, services.group_call = Catalogue([Entry("mcp", WEATHER)]), call
+    try:
+        fakes["openai"].script(
+            Reply(tool_calls=[ToolCall("activate_tools", {"groups": ["weather"]})]),
+            Reply(tool_calls=[ToolCall("mcp__weather__forecast", {"city": "Oslo"}, id="w")]),
+            Reply(text="Sunny."),
+        )
+        first = await turns.send("Weather?")
+        [asked] = [c["data"] for c in first if c["type"] == "data-authorization"]
+        assert asked == {
+            "tool_call_id": "w",
+            "group": "weather",
+            "url": "https://auth.example/authorize?state=s1",
+        }
+        assert [c["type"] for c in first[-2:]] == ["finish", "[DONE]"]
+        came_back.set()
+        await wait_until_idle(turns.user, turns.chat_id)
+    finally:
+        services.catalogue, services.group_call = original
+
+
 Scenario = Callable[[Turns, dict[str, FakeProviderServer], Services], Awaitable[None]]
 
 SCENARIOS: dict[str, tuple[Scenario, set[str]]] = {
@@ -264,6 +297,7 @@ SCENARIOS: dict[str, tuple[Scenario, set[str]]] = {
     "a summary": (summarised, {"data-compaction"}),
     "an MCP call's progress": (progressed, {"data-tool-progress"}),
     "an MCP server's form": (elicited, {"data-elicitation"}),
+    "an MCP server's new sign-in": (signing_in, {"data-authorization"}),
 }
 
 

@@ -128,6 +128,17 @@ async def connect(client: Client) -> None:
     """Connect the user's account as a browser would: hearth's redirect to the authorization
     server, its redirect back to hearth's callback, and hearth's redirect home."""
     response = await client.get(f"/api/mcp/{GROUP}/connect", follow_redirects=False)
+    await follow_redirects(client, response)
+
+
+async def follow(client: Client, url: str) -> None:
+    """Visit `url` (the authorization server) as a browser would, redirects and all."""
+    async with http_client(timeout=10) as outside:
+        response = await outside.get(url, follow_redirects=False)
+    await follow_redirects(client, response)
+
+
+async def follow_redirects(client: Client, response: Any) -> None:
     for _ in range(5):
         if response.status_code != 302:
             raise AdapterFailure(f"connecting got {response.status_code}: {response.text}")
@@ -167,6 +178,10 @@ async def read_turn(client: Client, chat_id: str, first: str) -> list[dict[str, 
     for _ in range(MAX_ELICITATIONS + 1):
         part = parse_stream(body)
         chunks.extend(part)
+        for signing_in in [c for c in part if c["type"] == "data-authorization"]:
+            # The server wants a wider scope mid-call: the user signs in again, as asked.
+            say(f"asked to sign in again at {signing_in['data']['url']}")
+            await follow(client, signing_in["data"]["url"])
         asked = [c for c in part if c["type"] == "data-elicitation"]
         if not asked:
             return chunks

@@ -68,11 +68,6 @@ AUTH_SCENARIOS = [
 connect route, the suite's authorization server, hearth's callback) before the turn. All run."""
 
 NOT_YET = {
-    "auth/scope-step-up": (
-        "a call that the server answers 403 insufficient_scope needs the user's browser in the "
-        "middle of the turn; hearth ends the call telling the user to connect again, and a new "
-        "connection does not yet ask for the wider scope"
-    ),
     "auth/2025-03-26-oauth-metadata-backcompat": (
         "the 0.1.16 test server serves its root authorization-server metadata with issuer "
         "'<origin>/oauth', which RFC 8414 section 3.3 forbids; the MCP SDK's client refuses it "
@@ -80,7 +75,8 @@ NOT_YET = {
         "0.1.16)"
     ),
 }
-"""Scenarios that fail today, each for the reason given; strict, so a pass shows up too."""
+"""The scenario that fails, for the reason given: the suite's own test server, not the client
+(the MCP SDK's client alone fails it the same way). Strict, so a fixed pin shows up at once."""
 
 
 def run_list() -> list[Any]:

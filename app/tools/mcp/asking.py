@@ -28,6 +28,7 @@ import base64
 import contextlib
 import contextvars
 import logging
+import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -62,6 +63,8 @@ class InFlight:
     deadline: asyncio.Timeout
     timeout: float
     loop: asyncio.AbstractEventLoop = field(default_factory=asyncio.get_running_loop)
+    user_id: uuid.UUID | None = None
+    """Whose call it is."""
     waiting: int = 0
     """How many of its server's requests are being answered now (the deadline stands still)."""
 

@@ -49,6 +49,7 @@ import httpx2
 from fastmcp.client.transports import StdioTransport, StreamableHttpTransport
 from fastmcp.exceptions import ToolError
 from mcp import MCPError
+from mcp.client.auth import OAuthClientProvider
 from mcp.client.session import MessageHandlerFnT as MessageHandler
 from mcp.client.subscriptions import (
     ListenNotSupportedError,
@@ -70,7 +71,13 @@ from app.tools.groups import GroupToolError, Progress
 from app.tools.mcp import resources
 from app.tools.mcp.asking import InFlight, current_call, elicitation_handler, sampling_handler
 from app.tools.mcp.config import McpConfig, McpServerConfig, expand
-from app.tools.mcp.oauth import Connections, NeedsConnection, provider_for
+from app.tools.mcp.oauth import (
+    Connections,
+    Connector,
+    NeedsConnection,
+    SignInFlow,
+    provider_for,
+)
 from app.tools.mcp.resources import ResourceIndex
 from app.tools.mcp.results import McpResult, read_resource_result, read_result
 
@@ -173,6 +180,8 @@ class McpGroups:
         self._clock = clock or Clock()
         self.connections = connections
         """The users' credentials, for the servers they connect (`auth: oauth`)."""
+        self.connector: Connector | None = None
+        """Where a sign-in a server asks for in the middle of a call waits for its callback."""
         self.configs = {server.name: server for server in config.servers}
         """Spaces out the restarts of a server that died (its monotonic time)."""
         self._servers: dict[str, _Server] = {
@@ -334,7 +343,7 @@ class McpGroups:
                     if on_progress is not None:
                         await on_progress(progress, total, message)
 
-                flight = InFlight(asks, deadline, config.timeout_seconds, loop)
+                flight = InFlight(asks, deadline, config.timeout_seconds, loop, user_id)
                 server.inflight.append(flight)
                 calling = current_call.set(flight)
                 try:
@@ -408,6 +417,10 @@ class McpGroups:
         them to the authorization server first when it must) and keep it as theirs."""
         server = self._servers[name]
         toolset = await self._open_for_user(server, auth)
+        if isinstance(auth, OAuthClientProvider):  # from now on, a sign-in goes through a call
+            signing_in = _SignIn(self, server, user_id)
+            auth.context.redirect_handler = signing_in.redirect
+            auth.context.callback_handler = signing_in.callback
         old = server.users.pop(user_id, None)
         server.users[user_id] = toolset
         if old is not None:
@@ -446,7 +459,14 @@ class McpGroups:
                 return toolset
             if not await self.connections.connected(user_id, name):
                 raise McpToolError(needs_connection(name))
-            provider = await provider_for(server.config, self.connections, user_id)
+            signing_in = _SignIn(self, server, user_id)
+            provider = await provider_for(
+                server.config,
+                self.connections,
+                user_id,
+                redirect_handler=signing_in.redirect,
+                callback_handler=signing_in.callback,
+            )
             try:
                 async with asyncio.timeout(server.config.init_timeout_seconds):
                     toolset = await self._open_for_user(server, provider)
@@ -622,6 +642,48 @@ class McpGroups:
         task = asyncio.create_task(_shut(toolset))
         self._shutdowns.add(task)
         task.add_done_callback(self._shutdowns.discard)
+
+
+@dataclass(eq=False)
+class _SignIn:
+    """A new sign-in that a user's server asks for in the middle of one of their calls (an OAuth
+    step-up, a wider scope): the call's turn tells the user where to sign in, and the call waits
+    (its timeout standing still, for at most that long) for them to come back through the
+    callback. Without exactly one call of theirs running there is no one to tell: the flow ends
+    at once and the user is told to connect again."""
+
+    groups: McpGroups
+    server: _Server
+    user_id: uuid.UUID
+    flow: SignInFlow | None = None
+    pause: contextlib.AsyncExitStack | None = None
+    timeout: float = 0.0
+
+    async def redirect(self, url: str) -> None:
+        connector = self.groups.connector
+        flights = [f for f in self.server.inflight if f.user_id == self.user_id]
+        if connector is None or len(flights) != 1 or flights[0].asks is None:
+            raise NeedsConnection("the server asks the user to sign in again")
+        flight = flights[0]
+        assert flight.asks is not None
+        self.flow = connector.expect(self.user_id, self.server.group.name, url)
+        self.pause = contextlib.AsyncExitStack()
+        await self.pause.enter_async_context(flight.paused())
+        self.timeout = flight.timeout
+        await flight.asks.authorize(self.server.group.name, url)
+
+    async def callback(self) -> Any:
+        flow, pause = self.flow, self.pause
+        self.flow = self.pause = None
+        if flow is None:
+            raise NeedsConnection("the server asks the user to sign in again")
+        try:
+            async with asyncio.timeout(self.timeout):
+                return await flow.code
+        finally:
+            flow.forget()
+            if pause is not None:
+                await pause.aclose()
 
 
 def _toolset(

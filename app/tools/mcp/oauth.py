@@ -313,12 +313,17 @@ def _environ() -> dict[str, str]:
 
 
 @dataclass(eq=False)
-class _Flow:
+class SignInFlow:
+    """One user's trip to the authorization server: where they were sent, the code they bring
+    back, and (for a connection) the task that finishes it."""
+
     user_id: uuid.UUID
     server: str
     redirected: asyncio.Future[str] = field(default_factory=asyncio.Future)
     code: asyncio.Future[AuthorizationCodeResult] = field(default_factory=asyncio.Future)
     task: asyncio.Task[None] | None = None
+    forget: Callable[[], None] = lambda: None
+    """Drops the flow from the connector's table once it is over."""
 
     async def redirect(self, url: str) -> None:
         if not self.redirected.done():
@@ -339,7 +344,7 @@ class Connector:
     def __init__(self, connections: Connections, configs: dict[str, McpServerConfig]) -> None:
         self.connections = connections
         self.configs = configs
-        self._flows: dict[str, _Flow] = {}
+        self._flows: dict[str, SignInFlow] = {}
         """state -> the flow that sent the user with it."""
 
     async def begin(
@@ -350,7 +355,7 @@ class Connector:
         config = self.configs.get(server)
         if config is None or config.auth != "oauth":
             raise ConnectFailed(f"there is no MCP server {server!r} that users connect")
-        flow = _Flow(user_id, server)
+        flow = SignInFlow(user_id, server)
         await self.connections.write(user_id, server, metadata={"redirect_uri": redirect_uri})
         provider = await provider_for(
             config,
@@ -373,10 +378,24 @@ class Connector:
             self._raise_failure(flow.task, server)
             return None
         url = flow.redirected.result()
-        state = parse_qs(urlsplit(url).query).get("state", [""])[0]
+        state = _state_of(url)
         self._flows[state] = flow
         flow.task.add_done_callback(lambda _: self._flows.pop(state, None))
         return url
+
+    def expect(self, user_id: uuid.UUID, server: str, url: str) -> SignInFlow:
+        """A sign-in a server asks for in the middle of a call, sent to `url`: the callback with
+        its `state` (from the same user) hands the code to the call that waits for it."""
+        flow = SignInFlow(user_id, server)
+        flow.redirected.set_result(url)
+        state = _state_of(url)
+        self._flows[state] = flow
+
+        def forget() -> None:
+            self._flows.pop(state, None)
+
+        flow.forget = forget
+        return flow
 
     async def finish(
         self, user_id: uuid.UUID, state: str, code: str | None, error: str | None
@@ -387,7 +406,14 @@ class Connector:
         if flow is None or flow.user_id != user_id or flow.code.done():
             raise LookupError("no connection of yours waits for this answer")
         task = flow.task
-        assert task is not None
+        if task is None:  # a sign-in in the middle of a call: the call takes it from here
+            if error is not None or not code:
+                flow.code.set_exception(ConnectFailed(f"the authorization server said {error!r}"))
+                raise ConnectFailed(
+                    f"the authorization server did not authorize: {error or 'no code'}"
+                )
+            flow.code.set_result(AuthorizationCodeResult(code=code, state=state))
+            return flow.server
         if error is not None or not code:
             flow.code.set_exception(ConnectFailed(f"the authorization server said {error!r}"))
             with contextlib.suppress(BaseException):
@@ -421,6 +447,10 @@ class Connector:
         if stored.tokens is not None:
             await _revoke(stored)
         return True
+
+
+def _state_of(url: str) -> str:
+    return parse_qs(urlsplit(url).query).get("state", [""])[0]
 
 
 async def _revoke(stored: Stored) -> None:

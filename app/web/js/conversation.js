@@ -74,12 +74,35 @@ function approvalForm(call, onDecide) {
 
 /** Whether the call's server waits for the user to fill in its form. */
 function asking(call) {
-  return call.status === "running" && call.elicitation && !call.elicitation.action;
+  const asked = call.elicitation;
+  return call.status === "running" && asked && asked.mode !== "url" && !asked.action;
+}
+
+/** Where the call's server wants the user to sign in again, while the call waits for it. */
+function signInWanted(call) {
+  if (call.status !== "running") return null;
+  if (call.authorization) return call.authorization;
+  const asked = call.elicitation;
+  if (asked && asked.mode === "url" && !asked.action) {
+    return { group: call.name.split("__")[1] || call.name, url: asked.url };
+  }
+  return null;
+}
+
+/** A server that wants the user to sign in again (a wider scope) before the call goes on. */
+function signInAgain({ group, url }) {
+  return h(
+    "p",
+    { class: "row sign-in" },
+    h("span", { text: `${group} asks you to sign in again to go on.` }),
+    h("a", { href: url, class: "button", text: `Sign in to ${group}` }),
+  );
 }
 
 function toolCall(call, options) {
-  const status = asking(call) ? "waiting for your answer" : CALL_STATUS_TEXT[call.status] || call.status;
-  const open = call.status === "pending" || asking(call);
+  const waits = asking(call) || signInWanted(call);
+  const status = waits ? "waiting for you" : CALL_STATUS_TEXT[call.status] || call.status;
+  const open = call.status === "pending" || waits;
   const details = h(
     "details",
     { class: `tool tool-${call.status}`, open, "data-key": `tool-${call.tool_call_id}` },
@@ -112,6 +135,8 @@ function toolCall(call, options) {
     details.append(approvalForm(call, options.onDecide));
   }
   if (asking(call) && options.onElicit) details.append(elicitationForm(call, options.onElicit));
+  const signIn = signInWanted(call);
+  if (signIn) details.append(signInAgain(signIn));
   return details;
 }
 

@@ -173,6 +173,12 @@ const HANDLERS = {
       call.elicitation = { ...chunk.data, action: null, content: null };
     });
   },
+  "data-authorization": (fold, chunk) => {
+    fold.asked = true;
+    touchCall(fold, { toolCallId: chunk.data.tool_call_id }, (call) => {
+      call.authorization = { group: chunk.data.group, url: chunk.data.url };
+    });
+  },
   "tool-output-denied": (fold, chunk) =>
     touchCall(fold, chunk, (call) => {
       call.status = "rejected";

@@ -11,7 +11,9 @@
 - `/log`: what it was asked, as JSON, for the tests to read.
 
 `TOKEN_SECONDS` sets the access tokens' lifetime (default 3600); `TOKEN_FAILS=1` makes the token
-endpoint answer 500, as a broken authorization server does.
+endpoint answer 500, as a broken authorization server does; `ALERTS_SCOPE=<scope>` makes a call
+of the `alerts` tool need a token with that scope, answered 403 `insufficient_scope` otherwise
+(a step-up).
 """
 
 from __future__ import annotations
@@ -34,10 +36,12 @@ from tests.fakes.mcp_servers.weather import server as weather
 PORT = int(sys.argv[1]) if len(sys.argv) > 1 else 8931
 BASE = f"http://127.0.0.1:{PORT}"
 TOKEN_SECONDS = int(os.environ.get("TOKEN_SECONDS", "3600"))
+ALERTS_SCOPE = os.environ.get("ALERTS_SCOPE")
 
 clients: dict[str, dict[str, Any]] = {}
 codes: dict[str, dict[str, Any]] = {}
-access: set[str] = set()
+access: dict[str, str] = {}
+"""access token -> the scope it was granted."""
 refresh: set[str] = set()
 log: list[dict[str, Any]] = []
 
@@ -88,6 +92,7 @@ async def authorize(request: Request) -> Response:
         "client_id": query["client_id"],
         "challenge": query.get("code_challenge"),
         "redirect_uri": query["redirect_uri"],
+        "scope": query.get("scope", ""),
     }
     log.append(
         {"event": "authorize", "scope": query.get("scope"), "resource": query.get("resource")}
@@ -95,16 +100,22 @@ async def authorize(request: Request) -> Response:
     return RedirectResponse(f"{query['redirect_uri']}?code={code}&state={query['state']}", 302)
 
 
-def issue() -> JSONResponse:
+renewals: dict[str, str] = {}
+"""refresh token -> the scope it renews."""
+
+
+def issue(scope: str) -> JSONResponse:
     token, renewal = f"at-{secrets.token_hex(8)}", f"rt-{secrets.token_hex(8)}"
-    access.add(token)
+    access[token] = scope
     refresh.add(renewal)
+    renewals[renewal] = scope
     return JSONResponse(
         {
             "access_token": token,
             "token_type": "Bearer",
             "expires_in": TOKEN_SECONDS,
             "refresh_token": renewal,
+            "scope": scope,
         }
     )
 
@@ -125,20 +136,20 @@ async def token(request: Request) -> Response:
         challenge = base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
         if issued is None or issued["challenge"] != challenge:
             return JSONResponse({"error": "invalid_grant"}, status_code=400)
-        return issue()
+        return issue(issued["scope"])
     if grant == "refresh_token":
         old = str(form.get("refresh_token", ""))
         if old not in refresh:
             return JSONResponse({"error": "invalid_grant"}, status_code=400)
         refresh.discard(old)
-        return issue()
+        return issue(renewals.pop(old, ""))
     return JSONResponse({"error": "unsupported_grant_type"}, status_code=400)
 
 
 async def revoke(request: Request) -> Response:
     form = await request.form()
     revoked = str(form.get("token", ""))
-    access.discard(revoked)
+    access.pop(revoked, None)
     refresh.discard(revoked)
     log.append({"event": "revoke", "hint": form.get("token_type_hint")})
     return Response(status_code=200)
@@ -158,7 +169,23 @@ def guarded(app: Any) -> Any:
     async def serve(scope: Any, receive: Any, send: Any) -> None:
         headers = dict(scope.get("headers", []))
         given = headers.get(b"authorization", b"").decode()
-        if scope["type"] == "http" and given.removeprefix("Bearer ") not in access:
+        token = given.removeprefix("Bearer ")
+        if scope["type"] == "http" and token in access and ALERTS_SCOPE:
+            body, receive = await buffered(receive)
+            calls_alerts = b'"tools/call"' in body and b'"alerts"' in body
+            if calls_alerts and ALERTS_SCOPE not in access[token].split():
+                log.append({"event": "step-up"})
+                wanted = f'Bearer error="insufficient_scope", scope="{ALERTS_SCOPE}"'
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 403,
+                        "headers": [(b"www-authenticate", wanted.encode())],
+                    }
+                )
+                await send({"type": "http.response.body", "body": b"more scope needed"})
+                return
+        if scope["type"] == "http" and token not in access:
             log.append({"event": "refused", "token": bool(given)})
             await send(
                 {
@@ -172,6 +199,26 @@ def guarded(app: Any) -> Any:
         await app(scope, receive, send)
 
     return serve
+
+
+async def buffered(receive: Any) -> tuple[bytes, Any]:
+    """The request's whole body, and a `receive` that hands it on again."""
+    chunks, more = [], True
+    while more:
+        message = await receive()
+        chunks.append(message.get("body", b""))
+        more = message.get("more_body", False)
+    body = b"".join(chunks)
+    sent = False
+
+    async def again() -> dict[str, Any]:
+        nonlocal sent
+        if sent:
+            return await receive()
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return body, again
 
 
 mcp_app = weather.streamable_http_app(host="127.0.0.1")

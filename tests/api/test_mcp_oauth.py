@@ -53,6 +53,7 @@ class Guarded:
     other: Client
     services: Services
     server_url: str
+    settings: Settings
 
     async def log(self) -> list[dict[str, Any]]:
         async with http_client() as http:
@@ -121,7 +122,7 @@ async def guarded(
                 )
                 clients.append(Client(http, user=registered.json()))
             try:
-                yield Guarded(clients[0], clients[1], app.state.services, server_url)
+                yield Guarded(clients[0], clients[1], app.state.services, server_url, settings)
             finally:
                 for client in clients:
                     await client.http.aclose()
@@ -354,3 +355,33 @@ async def test_a_wider_scope_asked_mid_call_is_a_new_sign_in_and_the_call_goes_o
     assert chat["messages"][-1]["content"] == "No alerts."
     events = [e["event"] for e in await guarded.log()]
     assert events.count("authorize") == 2 and "step-up" in events
+
+
+async def test_a_callback_that_reaches_another_worker_finishes_the_connection(
+    guarded: Guarded, fakes: dict[str, FakeProviderServer]
+) -> None:
+    """Two workers on one database: the user starts connecting on one, and the authorization
+    server's redirect lands on the other, which hands the code to the first through the row."""
+    other_worker = create_app(guarded.settings)
+    async with live_server(other_worker) as other_url, http_client(base_url=other_url) as http:
+        http.cookies = guarded.client.http.cookies  # the same browser, the same session
+        authorize = await authorization_url(guarded.client)
+        callback = httpx.URL(await come_back(authorize))
+        elsewhere = other_url + callback.raw_path.decode()
+        stranger = Client(http_client(base_url=other_url), user=guarded.other.user)
+        stranger.http.cookies = guarded.other.http.cookies
+        async with stranger.http:
+            refused = await stranger.http.get(elsewhere, follow_redirects=False)
+        assert refused.status_code == 404  # not the other user's flow, on either worker
+        done = await http.get(elsewhere, follow_redirects=False)
+        assert done.status_code == 302, done.text
+        assert done.headers["location"] == f"/?connected={GROUP}"
+        await wait_until(lambda: _available(guarded.client), within=10, failure="never connected")
+        replayed = await http.get(elsewhere, follow_redirects=False)
+        assert replayed.status_code == 404  # a state answers once
+    chat = await forecast_turn(guarded.client, fakes["openai"])
+    assert [c["status"] for c in calls(chat)] == ["done", "done"]
+
+
+async def _available(client: Client) -> bool:
+    return (await status_for(client))["status"] == "available"

@@ -666,7 +666,7 @@ class _SignIn:
             raise NeedsConnection("the server asks the user to sign in again")
         flight = flights[0]
         assert flight.asks is not None
-        self.flow = connector.expect(self.user_id, self.server.group.name, url)
+        self.flow = await connector.expect(self.user_id, self.server.group.name, url)
         self.pause = contextlib.AsyncExitStack()
         await self.pause.enter_async_context(flight.paused())
         self.timeout = flight.timeout
@@ -678,8 +678,7 @@ class _SignIn:
         if flow is None:
             raise NeedsConnection("the server asks the user to sign in again")
         try:
-            async with asyncio.timeout(self.timeout):
-                return await flow.code
+            return await flow.wait(self.timeout)
         finally:
             flow.forget()
             if pause is not None:

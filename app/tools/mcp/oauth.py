@@ -18,8 +18,9 @@ gives it three things:
 - **no redirect inside a call**: a call whose token is gone for good (refused refresh, revoked)
   cannot send anyone anywhere, so the flow fails at once and the user is told to connect again.
 
-The flow waiting for its callback lives in the process that started it, so the callback must
-reach that process (one worker, or sticky routing of `/api/mcp/`).
+The flow waiting for its callback lives in the process that started it; a callback that reaches
+another worker leaves the code on the user's row, where the waiting flow finds it within half a
+second (`SignInFlow.wait`), so any worker may answer it.
 """
 
 from __future__ import annotations
@@ -59,6 +60,8 @@ log = logging.getLogger("hearth.mcp")
 CALLBACK_SECONDS = 600.0
 """How long a started connection waits for the user to come back from the authorization server."""
 REVOKE_SECONDS = 10.0
+RELAY_SECONDS = 0.5
+"""How often a flow waiting for its callback looks for one another worker took."""
 
 
 class NeedsConnection(Exception):
@@ -185,6 +188,22 @@ class Connections:
 
         await transaction(self.sessions, remove, what="removing an MCP connection")
         return stored
+
+    async def waiting_for(self, user_id: uuid.UUID, state: str) -> str | None:
+        """The server whose sign-in of this user waits for `state`, wherever it runs."""
+
+        async def read(db: AsyncSession) -> str | None:
+            rows = await db.execute(
+                select(McpConnection.server, McpConnection.metadata_).where(
+                    McpConnection.user_id == user_id
+                )
+            )
+            for server, metadata in rows:
+                if isinstance(metadata, dict) and metadata.get("waiting") == state:
+                    return str(server)
+            return None
+
+        return await transaction(self.sessions, read, what="reading MCP connections")
 
     def storage(self, user_id: uuid.UUID, server: str) -> _Storage:
         return _Storage(self, user_id, server)
@@ -324,14 +343,47 @@ class SignInFlow:
     task: asyncio.Task[None] | None = None
     forget: Callable[[], None] = lambda: None
     """Drops the flow from the connector's table once it is over."""
+    state: str = ""
+    connections: Connections | None = None
+    """Where a callback that reached another worker leaves the code (`Connector.finish`)."""
 
     async def redirect(self, url: str) -> None:
         if not self.redirected.done():
             self.redirected.set_result(url)
 
     async def callback(self) -> AuthorizationCodeResult:
-        async with asyncio.timeout(CALLBACK_SECONDS):
-            return await self.code
+        return await self.wait(CALLBACK_SECONDS)
+
+    async def wait(self, timeout: float) -> AuthorizationCodeResult:  # noqa: ASYNC109
+        """The code the user brought back, here or through another worker (`RELAY_SECONDS`)."""
+        loop = asyncio.get_running_loop()
+        ends = loop.time() + timeout
+        while (remaining := ends - loop.time()) > 0:
+            await asyncio.wait([self.code], timeout=min(RELAY_SECONDS, remaining))
+            if self.code.done():
+                await self._done()
+                return self.code.result()
+            if self.connections is None or not self.state:
+                continue
+            stored = await self.connections.read(self.user_id, self.server)
+            relayed = (stored.metadata if stored else {}).get("callback") or {}
+            if relayed.get("state") == self.state:
+                await self._done()
+                if not relayed.get("code"):
+                    raise ConnectFailed(
+                        f"the authorization server did not authorize: {relayed.get('error')}"
+                    )
+                return AuthorizationCodeResult(code=relayed["code"], state=self.state)
+        await self._done()
+        raise TimeoutError("the user did not come back from the authorization server in time")
+
+    async def _done(self) -> None:
+        """The state answers nothing any more, here or on another worker."""
+        self.forget()
+        if self.connections is not None and self.state:
+            await self.connections.write(
+                self.user_id, self.server, metadata={"waiting": None, "callback": None}
+            )
 
 
 Connect = Callable[[str, uuid.UUID, OAuthClientProvider], Awaitable[None]]
@@ -378,24 +430,31 @@ class Connector:
             self._raise_failure(flow.task, server)
             return None
         url = flow.redirected.result()
-        state = _state_of(url)
-        self._flows[state] = flow
-        flow.task.add_done_callback(lambda _: self._flows.pop(state, None))
+        await self._register(flow, _state_of(url))
+        flow.task.add_done_callback(lambda _: flow.forget())
         return url
 
-    def expect(self, user_id: uuid.UUID, server: str, url: str) -> SignInFlow:
+    async def expect(self, user_id: uuid.UUID, server: str, url: str) -> SignInFlow:
         """A sign-in a server asks for in the middle of a call, sent to `url`: the callback with
         its `state` (from the same user) hands the code to the call that waits for it."""
         flow = SignInFlow(user_id, server)
         flow.redirected.set_result(url)
-        state = _state_of(url)
+        await self._register(flow, _state_of(url))
+        return flow
+
+    async def _register(self, flow: SignInFlow, state: str) -> None:
+        """Known here by `state`, and on the user's row for a callback that reaches another
+        worker."""
+        flow.state, flow.connections = state, self.connections
         self._flows[state] = flow
 
         def forget() -> None:
             self._flows.pop(state, None)
 
         flow.forget = forget
-        return flow
+        await self.connections.write(
+            flow.user_id, flow.server, metadata={"waiting": state, "callback": None}
+        )
 
     async def finish(
         self, user_id: uuid.UUID, state: str, code: str | None, error: str | None
@@ -403,7 +462,9 @@ class Connector:
         """Hand the code back to the flow that sent this user with `state`; the server's name
         once the user's session works. `LookupError` for a state that is not this user's."""
         flow = self._flows.get(state)
-        if flow is None or flow.user_id != user_id or flow.code.done():
+        if flow is None:
+            return await self._relay(user_id, state, code, error)
+        if flow.user_id != user_id or flow.code.done():
             raise LookupError("no connection of yours waits for this answer")
         task = flow.task
         if task is None:  # a sign-in in the middle of a call: the call takes it from here
@@ -423,6 +484,20 @@ class Connector:
         await asyncio.wait([task], timeout=60)
         self._raise_failure(task, flow.server)
         return flow.server
+
+    async def _relay(
+        self, user_id: uuid.UUID, state: str, code: str | None, error: str | None
+    ) -> str:
+        """A callback for a flow another worker runs: left on the user's row, where that flow
+        looks (`SignInFlow.wait`); the server's name once it has taken it."""
+        server = await self.connections.waiting_for(user_id, state)
+        if server is None:
+            raise LookupError("no connection of yours waits for this answer")
+        relayed = {"state": state, "code": code, "error": error}
+        await self.connections.write(user_id, server, metadata={"callback": relayed})
+        if error is not None or not code:
+            raise ConnectFailed(f"the authorization server did not authorize: {error or 'no code'}")
+        return server
 
     @staticmethod
     def _raise_failure(task: asyncio.Task[None], server: str) -> None:

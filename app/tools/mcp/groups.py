@@ -736,14 +736,22 @@ async def _open(
     With `auth` (a user signing in) the handshake may wait for the user, so only the
     OAuth flow's own limits bound it."""
     toolset = _toolset(config, on_message, inflight, auth)
-    if auth is not None:
-        await toolset.__aenter__()
+    bound = None if auth is not None else config.init_timeout_seconds
+    async with asyncio.timeout(bound):
+        with warnings.catch_warnings():
+            # pydantic-ai warns that a 2026-07-28 session never calls the form and completion
+            # handlers; the SDK's client does call them, inside the call, for the questions such
+            # a server returns as input-required results (tests/api/test_mcp_results.py).
+            warnings.filterwarnings(
+                "ignore", message=".*will never be called.*", category=UserWarning
+            )
+            await toolset.__aenter__()
         try:
             tools = await _read_tools(config.name, toolset) if read_tools else ()
         except BaseException:
             await _shut(toolset)
             raise
-        return toolset, tools
+    return toolset, tools
     async with asyncio.timeout(config.init_timeout_seconds):
         with warnings.catch_warnings():
             # pydantic-ai warns that a 2026-07-28 session never calls the form and completion

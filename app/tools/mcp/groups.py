@@ -84,6 +84,13 @@ from app.tools.mcp.results import McpResult, read_resource_result, read_result
 log = logging.getLogger("hearth.mcp")
 
 
+NEVER_CALLED = r".*will never be called: .* negotiated a modern MCP session"
+"""pydantic-ai warns that a 2026-07-28 session never calls the form and completion handlers; the
+SDK's client does call them, inside the call, for the questions such a server returns as
+input-required results (tests/api/test_mcp_results.py), so the warning is wrong here. A filter
+for the process, since servers start concurrently and `catch_warnings` is not task-safe."""
+warnings.filterwarnings("ignore", message=NEVER_CALLED, category=UserWarning)
+
 MAX_TOOL_NAME = 64
 """Providers refuse longer tool names (Anthropic and OpenAI both stop at 64)."""
 RESTART_BACKOFF_FIRST = 1.0
@@ -738,14 +745,7 @@ async def _open(
     toolset = _toolset(config, on_message, inflight, auth)
     bound = None if auth is not None else config.init_timeout_seconds
     async with asyncio.timeout(bound):
-        with warnings.catch_warnings():
-            # pydantic-ai warns that a 2026-07-28 session never calls the form and completion
-            # handlers; the SDK's client does call them, inside the call, for the questions such
-            # a server returns as input-required results (tests/api/test_mcp_results.py).
-            warnings.filterwarnings(
-                "ignore", message=".*will never be called.*", category=UserWarning
-            )
-            await toolset.__aenter__()
+        await toolset.__aenter__()
         try:
             tools = await _read_tools(config.name, toolset) if read_tools else ()
         except BaseException:
@@ -753,14 +753,7 @@ async def _open(
             raise
     return toolset, tools
     async with asyncio.timeout(config.init_timeout_seconds):
-        with warnings.catch_warnings():
-            # pydantic-ai warns that a 2026-07-28 session never calls the form and completion
-            # handlers; the SDK's client does call them, inside the call, for the questions such
-            # a server returns as input-required results (tests/api/test_mcp_results.py).
-            warnings.filterwarnings(
-                "ignore", message=".*will never be called.*", category=UserWarning
-            )
-            await toolset.__aenter__()
+        await toolset.__aenter__()
         try:
             tools = await _read_tools(config.name, toolset) if read_tools else ()
         except BaseException:

@@ -63,6 +63,7 @@ class Hearth:
 
 @pytest.fixture
 async def hearth(
+    request: pytest.FixtureRequest,
     database_url: str,
     fakes: dict[str, FakeProviderServer],
     tmp_path: Path,
@@ -72,14 +73,8 @@ async def hearth(
     node = node_or_skip()
     monkeypatch.setenv("HEARTH_TEST_PROVIDER_KEY", "test-key")
     (tmp_path / "providers.yaml").write_text(providers_yaml(fakes))
-    servers = [
+    servers: list[dict[str, Any]] = [
         {"name": "everything", "command": [node, str(EVERYTHING), "stdio"], "timeout_seconds": 2},
-        {
-            "name": "asking",
-            "command": [node, str(EVERYTHING), "stdio"],
-            "allow_sampling": True,
-            "timeout_seconds": 30,
-        },
         {"name": "faults", "command": [sys.executable, str(FAULTS)]},
         {
             "name": "slow",
@@ -88,8 +83,17 @@ async def hearth(
         },
         {"name": "broken", "command": [sys.executable, "-c", "raise SystemExit(3)"]},
         {"name": "changing", "command": [sys.executable, str(CHANGING)]},
-        {"name": "modern", "command": [sys.executable, str(ASKING)], "allow_sampling": True},
     ]
+    # The servers that ask back, only for the tests that need them (`indirect` parameters).
+    asking = {
+        "asking": {
+            "command": [node, str(EVERYTHING), "stdio"],
+            "allow_sampling": True,
+            "timeout_seconds": 30,
+        },
+        "modern": {"command": [sys.executable, str(ASKING)], "allow_sampling": True},
+    }
+    servers += [{"name": name, **asking[name]} for name in getattr(request, "param", ())]
     for server in servers:
         server["description"] = f"The {server['name']} server"
     (tmp_path / "mcp.yaml").write_text(json.dumps({"servers": servers}))  # JSON is YAML
@@ -400,6 +404,7 @@ async def test_a_groups_resources_are_read_through_one_tool_and_only_its_own(
     assert "'faults://blob/1' is not a resource of MCP server 'everything'" in foreign["result"]
 
 
+@pytest.mark.parametrize("hearth", [("asking",)], indirect=True)
 async def test_a_real_servers_form_pauses_the_turn_and_the_answer_reaches_the_server(
     hearth: Hearth, fakes: dict[str, FakeProviderServer]
 ) -> None:
@@ -453,6 +458,7 @@ async def test_a_real_servers_form_pauses_the_turn_and_the_answer_reaches_the_se
     assert chat["messages"][-1]["content"] == "Thanks, Ada."
 
 
+@pytest.mark.parametrize("hearth", [("asking",)], indirect=True)
 async def test_a_real_server_samples_the_chats_model_only_where_allowed(
     hearth: Hearth, fakes: dict[str, FakeProviderServer]
 ) -> None:
@@ -493,6 +499,7 @@ async def test_a_real_server_samples_the_chats_model_only_where_allowed(
     assert chat["messages"][-1]["content"] == "The server heard teal."
 
 
+@pytest.mark.parametrize("hearth", [("modern",)], indirect=True)
 async def test_two_calls_at_once_on_one_modern_session_each_ask_their_own_user(
     hearth: Hearth, fakes: dict[str, FakeProviderServer]
 ) -> None:
@@ -547,6 +554,7 @@ async def test_two_calls_at_once_on_one_modern_session_each_ask_their_own_user(
         assert done["result"] == f"Booked 1 night(s) in {city[form['tool_call_id']]} for {name}."
 
 
+@pytest.mark.parametrize("hearth", [("modern",)], indirect=True)
 async def test_a_modern_server_samples_inside_its_call(
     hearth: Hearth, fakes: dict[str, FakeProviderServer]
 ) -> None:

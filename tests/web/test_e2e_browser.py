@@ -28,7 +28,7 @@ from playwright.async_api import expect
 from app.files.roots import user_root
 from app.services import Services
 from app.tools.catalogue import Catalogue, Entry
-from tests.api.test_mcp_oauth import Guarded, status_for
+from tests.api.test_mcp_oauth import Guarded, connect, status_for
 from tests.api.test_mcp_oauth import guarded as guarded  # the OAuth-protected server and hearth
 from tests.catalogue_setup import WEATHER
 from tests.fakes.providers import Fail, FakeProviderServer, Reply, ToolCall
@@ -845,3 +845,40 @@ async def test_a_group_is_connected_with_the_users_own_account_and_disconnected(
     finally:
         await context.close()
     assert tab.errors == [], tab.errors
+
+
+@pytest.mark.parametrize("guarded", [{"ALERTS_SCOPE": "weather:alerts"}], indirect=True)
+async def test_a_wider_scope_asked_mid_call_is_a_sign_in_link_on_the_call(
+    browser: Any, guarded: Guarded, fakes: dict[str, FakeProviderServer]
+) -> None:
+    """A server that wants more scope in the middle of a call: the call shows a sign-in link,
+    still there after a reload; following it finishes the call and the turn."""
+    await connect(guarded.client)
+    fakes["openai"].script(
+        Reply(tool_calls=[ToolCall("activate_tools", {"groups": ["guarded"]})]),
+        Reply(tool_calls=[ToolCall("mcp__guarded__alerts", {"region": "Nordland"}, id="al")]),
+        Reply(text="No alerts today."),
+    )
+    base_url = str(guarded.client.http.base_url).rstrip("/")
+    context = await browser.new_context(base_url=base_url, accept_downloads=False)
+    page = await context.new_page()
+    tab = Tab(page, base_url)
+    try:
+        await sign_in_as(tab, guarded.client)
+        await choose_model(page, MODEL_IDS["openai"])
+        await ask(page, "Any alerts?")
+        log = page.get_by_role("log")
+        link = log.get_by_role("link", name="Sign in to guarded")
+        await expect(link).to_be_visible()
+        await page.reload()
+        await page.locator("#app[aria-busy=false]").wait_for()
+        await expect(link).to_be_visible()  # kept on the call, not only in the stream
+        await link.click()
+        await page.wait_for_url(f"{base_url}/")
+        await expect(log).to_contain_text("No alerts today.")
+    finally:
+        await context.close()
+    assert tab.errors == [], tab.errors
+    chat = await chat_of(guarded.client)
+    [alerts] = [c for m in chat["messages"] for c in m["tool_calls"] if c["tool_call_id"] == "al"]
+    assert alerts["status"] == "done" and alerts["result"] == "No alerts for Nordland."

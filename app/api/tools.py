@@ -19,7 +19,8 @@ router = APIRouter(prefix="/api", tags=["tools"])
 async def list_tools(auth: Auth, services: ServicesDep) -> list[GroupOut]:
     """Every group of tools a model can activate, with its tools and its state for this user."""
     connections = services.mcp.connections if services.mcp is not None else None
-    connected = await connections.servers(auth.user.id) if connections is not None else set()
+    asks_who = any(per_user(entry.group) for entry in services.catalogue.entries)
+    connected = await connections.servers(auth.user.id) if connections and asks_who else set[str]()
     groups = []
     for entry in services.catalogue.entries:
         group = entry.group

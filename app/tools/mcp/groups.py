@@ -752,14 +752,6 @@ async def _open(
             await _shut(toolset)
             raise
     return toolset, tools
-    async with asyncio.timeout(config.init_timeout_seconds):
-        await toolset.__aenter__()
-        try:
-            tools = await _read_tools(config.name, toolset) if read_tools else ()
-        except BaseException:
-            await _shut(toolset)
-            raise
-    return toolset, tools
 
 
 async def _read_tools(server: str, toolset: MCPToolset[Any]) -> tuple[GroupTool, ...]:

@@ -23,6 +23,7 @@ from app.agent.warmup import settle_heap, warm_up
 from app.api import (
     approvals,
     auth,
+    branches,
     chats,
     compaction,
     data,
@@ -109,6 +110,7 @@ ROUTERS = (
     chats,
     compaction,
     messages,
+    branches,
     approvals,
     elicitations,
     tools,

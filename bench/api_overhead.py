@@ -69,6 +69,7 @@ from typing import Any
 from urllib.parse import quote
 
 import orjson
+from _chats import link_in_order
 from _loadgen import LOOPBACK, Sample, build_request, percentile, request_once, run_load
 from _turns import free_port, fresh_database
 from sqlalchemy import bindparam, text
@@ -528,6 +529,7 @@ async def seed_chat(engine: AsyncEngine, user_id: uuid.UUID, count: int) -> uuid
             )
         db.add_all(messages)
         await db.flush()
+        link_in_order(chat, messages)
         answers = [message for message in messages if message.role == "assistant"]
         db.add_all(
             ChatLlmTool(

@@ -86,6 +86,7 @@ from typing import IO, Any
 
 import httpx
 import orjson
+from _chats import link_in_order
 from _loadgen import LOOPBACK, build_request
 from _turns import (
     DEFAULT_PG_URL,
@@ -1003,6 +1004,7 @@ async def seed_chat(
                 calls.append((message, *tool))
         db.add_all(messages)
         await db.flush()
+        link_in_order(chat, messages)
         db.add_all(
             ChatLlmTool(
                 chat_id=chat.id,

@@ -209,6 +209,9 @@ class Client:
     async def patch(self, url: str, **kwargs: Any) -> httpx.Response:
         return await self.request("PATCH", url, **kwargs)
 
+    async def put(self, url: str, **kwargs: Any) -> httpx.Response:
+        return await self.request("PUT", url, **kwargs)
+
     async def delete(self, url: str, **kwargs: Any) -> httpx.Response:
         return await self.request("DELETE", url, **kwargs)
 

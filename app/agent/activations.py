@@ -1,4 +1,10 @@
-"""A chat's activated tool groups: read at the start of each turn, listed, and reset."""
+"""A chat's activated tool groups along its active path: read at the start of each turn,
+listed, and reset.
+
+An activation is in force on a path exactly when its anchor (the assistant message whose call
+activated it) is on that path, so every read here selects the path's anchors and nothing else,
+and a reset clears what the user's branch shows.
+"""
 
 from __future__ import annotations
 
@@ -9,13 +15,14 @@ from sqlalchemy import delete, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.models import ActivatedTool
+from app.models.paths import active_path, on_path
 
 
 async def load_anchors(db: AsyncSession, chat_id: uuid.UUID) -> dict[int, list[str]]:
-    """The chat's activated groups by the assistant message that activated them."""
+    """The path's activated groups by the assistant message that activated them."""
     rows = await db.execute(
         select(ActivatedTool.message_id, ActivatedTool.ref)
-        .where(ActivatedTool.chat_id == chat_id)
+        .where(ActivatedTool.message_id.in_(on_path(active_path(chat_id))))
         .order_by(ActivatedTool.id)
     )
     anchors: dict[int, list[str]] = {}
@@ -33,7 +40,7 @@ async def list_activations(db: AsyncSession, chat_id: uuid.UUID) -> list[dict[st
                 ActivatedTool.message_id,
                 ActivatedTool.created_at,
             )
-            .where(ActivatedTool.chat_id == chat_id)
+            .where(ActivatedTool.message_id.in_(on_path(active_path(chat_id))))
             .order_by(ActivatedTool.message_id, ActivatedTool.id)
         )
     ).all()
@@ -44,4 +51,10 @@ async def list_activations(db: AsyncSession, chat_id: uuid.UUID) -> list[dict[st
 
 
 async def reset_activations(db: AsyncSession, chat_id: uuid.UUID) -> None:
-    await db.execute(delete(ActivatedTool).where(ActivatedTool.chat_id == chat_id))
+    """Remove the path's activations (anchors shared with other branches are theirs too)."""
+    path = select(active_path(chat_id).c.id)
+    await db.execute(
+        delete(ActivatedTool)
+        .where(ActivatedTool.chat_id == chat_id, ActivatedTool.message_id.in_(path))
+        .execution_options(synchronize_session=False)
+    )

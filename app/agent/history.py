@@ -20,9 +20,13 @@ later, by the request's capabilities and the model class, from neutral metadata 
   carries the id exactly as the stored response has it.
 - The `activate_tools` return that activated groups still anchored at its message
   (`activated_tools` rows) carries them in its metadata, where each model class renders the
-  activation its own way (docs/wire.md §2); after a reset it is the plain answer again. Activations
-  a summary moved to the first surviving (user) message ride on that request's metadata.
-- Messages a summary covers are left out; the summary itself goes in as a system block.
+  activation its own way (docs/wire.md §2); after a reset it is the plain answer again.
+- Messages a summary covers are left out; the summary itself goes in as a system block. An
+  activation whose anchor the summary covers is rendered at the summary: its groups ride on the
+  first surviving (user) request's metadata, which each model class renders before that message.
+  Rows are never moved for this (a chat is a tree, and the messages after a summary differ from
+  branch to branch), so a path's request depends on that path's rows alone. Activations that an
+  older release moved onto a surviving user message are rendered the same way, from there.
 """
 
 from __future__ import annotations
@@ -62,12 +66,14 @@ def build_history(
     """The history for `rows`; `anchors` maps a message id to the groups activated there, and
     messages up to `covered_up_to` are left out (a summary stands for them)."""
     anchors = anchors or {}
+    covered = [g for anchor, groups in anchors.items() if anchor <= covered_up_to for g in groups]
     history: list[ModelMessage] = []
     for row in rows:
         if row.id <= covered_up_to:
             continue
         if row.role == "user":
-            history.append(_user_request(row, anchors.get(row.id, ())))
+            at_summary = covered if not history else []
+            history.append(_user_request(row, [*at_summary, *anchors.get(row.id, ())]))
             continue
         response = _response(row)
         if response is None:
@@ -82,7 +88,8 @@ def build_history(
 def _user_request(row: StoredMessage, anchored: Sequence[str]) -> ModelRequest:
     metadata: dict[str, Any] = {MESSAGE_ID_KEY: row.id}
     if anchored:
-        # Activations moved here from messages a summary covers: rendered before this message.
+        # Activations a summary covers (or that an older release moved here): rendered before
+        # this message.
         metadata[ACTIVATED_KEY] = list(anchored)
     if row.attachments:
         metadata[MEDIA_KEY] = [medium.as_dict() for medium in row.attachments]

@@ -22,7 +22,7 @@ from app.core.db.engine import rows_changed
 from app.models import Chat, ChatLlmTool, Message
 
 
-def _free(now: datetime) -> ColumnElement[bool]:
+def free(now: datetime) -> ColumnElement[bool]:
     return or_(Chat.turn_lease_until.is_(None), Chat.turn_lease_until < now)
 
 
@@ -45,7 +45,7 @@ async def acquire(
     """
     statement = (
         update(Chat)
-        .where(Chat.id == chat_id, Chat.user_id == user_id, _free(now))
+        .where(Chat.id == chat_id, Chat.user_id == user_id, free(now))
         .values(turn_owner=owner, turn_lease_until=now + lease, turn_stop_requested=False)
         .execution_options(synchronize_session=False)
     )
@@ -71,9 +71,9 @@ async def settle(
     tool call still `running` (and, with `pending`, one a resumed turn had not yet run) becomes
     `cancelled`, which the builder replays to the model as interrupted; and a turn that died
     between two rounds (its last round's calls all answered, no round after them) gets its last
-    round marked `incomplete`, so the stored chat never shows a turn that ended well when it
-    did not. A turn that answers the user's approvals passes `pending=False`: the calls waiting
-    for them are its own.
+    round (the active leaf) marked `incomplete`, so the stored chat never shows a turn that
+    ended well when it did not. A turn that answers the user's approvals passes
+    `pending=False`: the calls waiting for them are its own.
     """
     await db.execute(
         update(Message)
@@ -91,7 +91,7 @@ async def settle(
             .where(ChatLlmTool.chat_id == chat_id, ChatLlmTool.status == "pending")
             .values(status="cancelled", result=INTERRUPTED_WAIT, updated_at=now)
         )
-    last = select(func.max(Message.id)).where(Message.chat_id == chat_id).scalar_subquery()
+    last = select(Chat.active_leaf_id).where(Chat.id == chat_id).scalar_subquery()
     calls = exists().where(ChatLlmTool.message_id == Message.id)
     waiting = exists().where(ChatLlmTool.message_id == Message.id, ChatLlmTool.status == "pending")
     await db.execute(

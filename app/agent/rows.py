@@ -1,8 +1,10 @@
-"""A chat's stored rows, as the message builder and the turn runner read them.
+"""A chat's stored rows along its active path, as the message builder and the turn runner read
+them.
 
-Loading is two queries however long the chat is (its messages, then all its tool calls; a third
-for the attached uploads when there are any), and the result is plain frozen data, so everything
-built from it is a pure function of the rows.
+Loading is two queries however long the chat is and however many branches it has (the path's
+messages, then their tool calls, each selecting from the path's recursive CTE; a third for the
+attached uploads when there are any), and the result is plain frozen data, so everything built
+from it is a pure function of the rows.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.models import ChatLlmTool, Message, Upload
+from app.models.paths import active_path, on_path
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +64,8 @@ class StoredMessage:
 
 
 async def load_rows(db: AsyncSession, chat_id: uuid.UUID) -> list[StoredMessage]:
+    """The messages of the chat's active path, root first, each with its tool calls."""
+    path = active_path(chat_id)
     messages = (
         await db.execute(
             select(
@@ -77,7 +82,7 @@ async def load_rows(db: AsyncSession, chat_id: uuid.UUID) -> list[StoredMessage]
                 Message.cache_read_tokens,
                 Message.cache_write_tokens,
             )
-            .where(Message.chat_id == chat_id)
+            .join(path, Message.id == path.c.id)
             .order_by(Message.id)
         )
     ).all()
@@ -93,7 +98,7 @@ async def load_rows(db: AsyncSession, chat_id: uuid.UUID) -> list[StoredMessage]
                 ChatLlmTool.result,
                 ChatLlmTool.media,
             )
-            .where(ChatLlmTool.chat_id == chat_id)
+            .where(ChatLlmTool.message_id.in_(on_path(path)))
             .order_by(ChatLlmTool.id)
         )
     ).all()

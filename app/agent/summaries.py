@@ -10,11 +10,16 @@ and the model gets the summary instead of them.
   never split). The summary request is a separate request to the chat's model (or
   `HEARTH_SUMMARY_MODEL`) with no tools; the previous summary goes along as context, so each
   summary covers the whole chat up to its cut.
-- After: one `chat_summaries` row, and every activation anchored at a covered message moves to
-  the first message that survives (docs/wire.md §2), in the same transaction. Nothing else changes:
-  covered messages stay stored and listed. A summary request that fails leaves the chat exactly
+- After: one `chat_summaries` row, and nothing else changes: covered messages stay stored and
+  listed, and activations anchored at covered messages stay where they are (the builder renders
+  them at the summary, docs/wire.md §2). A summary request that fails leaves the chat exactly
   as it was; its `SummaryFailed` carries the provider's answer, or for a fault of hearth's own
   a plain sentence with the request id (the full text goes to the log).
+- Over branches: everything is read along the active path. A summary covers the path from the
+  root to its `covers_up_to_message_id` and is in force on every path through that message; of
+  the summaries in force on a path, the one that covers the furthest wins (the newest, when two
+  cover up to the same message), so a summary made on another branch that forks later, or that
+  covers less, never replaces the one a path already uses.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pydantic_ai import Agent
-from sqlalchemy import select, update
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.agent.history import build_history
@@ -37,7 +42,8 @@ from app.agent.stream import provider_error
 from app.core.http.request_id import current_request_id
 from app.llm.factory import model_settings
 from app.llm.registry import ModelInfo
-from app.models import ActivatedTool, ChatSummary
+from app.models import ChatSummary
+from app.models.paths import active_path, on_path
 from app.settings import Settings
 
 log = logging.getLogger("hearth.summaries")
@@ -76,10 +82,11 @@ def summary_block(summary: StoredSummary) -> str:
 
 
 async def latest_summary(db: AsyncSession, chat_id: uuid.UUID) -> StoredSummary | None:
+    """The summary in force on the chat's active path, if any."""
     row = (
         await db.execute(
             select(ChatSummary.id, ChatSummary.covers_up_to_message_id, ChatSummary.content)
-            .where(ChatSummary.chat_id == chat_id)
+            .where(ChatSummary.covers_up_to_message_id.in_(on_path(active_path(chat_id))))
             .order_by(ChatSummary.covers_up_to_message_id.desc(), ChatSummary.id.desc())
             .limit(1)
         )
@@ -145,7 +152,6 @@ async def summarise(
     if cut is None:
         raise NothingToCover
     covered = [row for row in rows if covered_up_to < row.id <= cut]
-    first_kept = next(row.id for row in rows if row.id > cut)
     model = summariser(services, chat_model)
     instructions = [SUMMARY_INSTRUCTIONS]
     if previous is not None:
@@ -183,11 +189,5 @@ async def summarise(
             created_at=services.clock.now(),
         )
         db.add(summary)
-        # Activations anchored at covered messages move to the first message that survives.
-        await db.execute(
-            update(ActivatedTool)
-            .where(ActivatedTool.chat_id == chat_id, ActivatedTool.message_id <= cut)
-            .values(message_id=first_kept)
-        )
         await db.commit()
     return summary

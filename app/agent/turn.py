@@ -11,10 +11,11 @@ router and the request shape (the dynamic tail, with budget notices). A stop
 fires the run's `CancellationToken`, which cancels the in-flight model request upstream; the
 recorder then closes the open round as `cancelled`, keeping its partial text.
 
-A call whose MCP server asks the user to fill in a form (or to sign in again) hands the turn over:
-its response ends after `data-elicitation` (or `data-authorization`), the turn keeps running (the call waits for the answer, holding the
-lease), and the request that answers continues the same stream (`answer_elicitation`), starting
-with `start` of the same message (`app.agent.asks`).
+A call whose MCP server asks the user to fill in a form (or to sign in again) hands the turn
+over: its response ends after `data-elicitation` (or `data-authorization`), the turn keeps
+running (the call waits for the answer, holding the lease), and the request that answers
+continues the same stream (`answer_elicitation`), starting with `start` of the same message
+(`app.agent.asks`).
 
 However a turn ends, it leaves nothing open (`Recorder.close_leftovers`), and what a user sees
 of a failure of hearth's own is a generic message with the request id

@@ -25,9 +25,16 @@ router = APIRouter(prefix="/api/chats", tags=["messages"])
 async def send_message(
     chat_id: uuid.UUID, body: MessageIn, auth: Auth, services: ServicesDep, db: DbSession
 ) -> StreamingResponse:
-    """Store the message and stream the model's turn that answers it."""
+    """Store the message and stream the model's turn that answers it.
+
+    `parent_id` left out continues the active branch; an id (the last message of a finished
+    turn) or `null` (a new root) starts another one: an edit is a send under the edited
+    message's parent."""
+    parent: service.Parent = (
+        body.parent_id if "parent_id" in body.model_fields_set else service.ACTIVE
+    )
     turn = await service.send_message(
-        services, db, auth.user.id, chat_id, body.content, body.attachments, body.model
+        services, db, auth.user.id, chat_id, body.content, body.attachments, body.model, parent
     )
     return StreamingResponse(turn.listen(), media_type="text/event-stream", headers=STREAM_HEADERS)
 

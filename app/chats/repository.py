@@ -3,7 +3,8 @@
 "Chat X of user U" is one WHERE clause, never "chat X" followed by a comparison, so a route
 can't leak another user's chat by forgetting a check. Reads for the API select plain columns
 rather than ORM entities: a chat of hundreds of messages is a handful of queries and no
-identity-map work.
+identity-map work. A chat is read along its active path (`app.models.paths`): the same fixed
+number of statements for a chat of any length and any number of branches.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from app.chats import views
 from app.core.db.engine import rows_changed
 from app.knowledge import evidence
 from app.models import Chat, ChatLlmTool, ChatSummary, Message, Upload
+from app.models.paths import active_path, on_path
 
 _CHAT_DETAIL = select(
     Chat.id,
@@ -28,15 +30,26 @@ _CHAT_DETAIL = select(
     Chat.updated_at,
     Chat.turn_owner,
     Chat.turn_lease_until,
+    Chat.active_leaf_id,
 ).where(Chat.id == bindparam("chat_id"), Chat.user_id == bindparam("user_id"))
+_PATH = active_path(bindparam("chat_id"))
 _MESSAGES = (
     select(*(getattr(Message, name) for name in views.MESSAGE_COLUMNS))
-    .where(Message.chat_id == bindparam("chat_id"))
+    .join(_PATH, Message.id == _PATH.c.id)
     .order_by(Message.id)
 )
+_SIBLINGS = (
+    select(Message.id, Message.parent_id, Message.role)
+    .where(
+        Message.chat_id == bindparam("chat_id"),
+        or_(Message.parent_id.in_(on_path(_PATH)), Message.parent_id.is_(None)),
+    )
+    .order_by(Message.id)
+)
+"""Every child of a message on the path, and every root: the alternatives a user pages through."""
 _TOOL_CALLS = (
     select(*(getattr(ChatLlmTool, name) for name in views.TOOL_COLUMNS))
-    .where(ChatLlmTool.chat_id == bindparam("chat_id"))
+    .where(ChatLlmTool.message_id.in_(on_path(_PATH)))
     .order_by(ChatLlmTool.id)
 )
 _UPLOADS = select(*(getattr(Upload, name) for name in views.UPLOAD_COLUMNS)).where(
@@ -49,7 +62,7 @@ _SUMMARIES = (
         ChatSummary.content,
         ChatSummary.created_at,
     )
-    .where(ChatSummary.chat_id == bindparam("chat_id"))
+    .where(ChatSummary.covers_up_to_message_id.in_(on_path(_PATH)))
     .order_by(ChatSummary.id)
 )
 """Built once: the chat route runs them on every request, so they are compiled once too."""
@@ -93,6 +106,9 @@ async def chat_detail(
     if chat is None:
         return None
     messages = [views.MessageRow._make(r) for r in await connection.execute(_MESSAGES, keys)]
+    alternatives: dict[tuple[int | None, str], list[int]] = defaultdict(list)
+    for message_id, parent_id, role in await connection.execute(_SIBLINGS, keys):
+        alternatives[parent_id, role].append(message_id)
     tools_by_message: dict[int, list[views.ToolCallView]] = defaultdict(list)
     for tool in await connection.execute(_TOOL_CALLS, keys):
         row = views.ToolRow._make(tool)
@@ -122,7 +138,11 @@ async def chat_detail(
         **views.chat(chat, now),
         "messages": [
             views.message(
-                message, tools_by_message.get(message.id, []), uploads, by_final.get(message.id)
+                message,
+                tools_by_message.get(message.id, []),
+                uploads,
+                by_final.get(message.id),
+                alternatives.get((message.parent_id, message.role)),
             )
             for message in messages
         ],

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, StrictBool, field_validator
+from pydantic import BaseModel, Field, StrictBool, StrictInt, field_validator
 
 from app.core.http.schemas import RequestBody
 from app.files.schemas import UploadOut
+
+MessageId = Annotated[StrictInt, Field(ge=1, le=2**63 - 1)]
+"""A message id in a request body: a JSON integer (not a string, not a float), in range."""
 
 MessageStatus = Literal["streaming", "ok", "failed", "cancelled", "incomplete"]
 ToolStatus = Literal["running", "pending", "done", "failed", "cancelled", "rejected"]
@@ -46,6 +49,8 @@ class ChatOut(BaseModel):
     updated_at: datetime
     running: bool
     """Whether a turn is running in the chat now (a frontend shows its stop button)."""
+    active_leaf_id: int | None
+    """The last message of the branch shown (null while the chat is empty)."""
 
 
 class ChatPage(BaseModel):
@@ -105,6 +110,11 @@ class CitationOut(BaseModel):
 class MessageOut(BaseModel):
     id: int
     chat_id: uuid.UUID
+    parent_id: int | None
+    """The message this one follows on its branch; null for a root."""
+    sibling_ids: list[int]
+    """The alternatives to page through, in creation order, this message included: the
+    messages with the same parent and role (`[id]` when there are none)."""
     role: Literal["user", "assistant"]
     content: str
     reasoning: str | None
@@ -136,6 +146,22 @@ class MessageIn(RequestBody):
     attachments: list[uuid.UUID] = Field(default_factory=list, max_length=20)
     model: str | None = Field(default=None, min_length=1, max_length=300)
     """A model for this turn only; the chat's model otherwise."""
+    parent_id: MessageId | None = None
+    """Left out: the turn continues the active branch. An id: the message hangs under it (the
+    last message of a finished turn); editing a message is sending with its `parent_id`.
+    `null`: the message starts a new root."""
+
+
+class RegenerateIn(RequestBody):
+    message_id: MessageId
+    """The user message to answer again; the old answer stays as a sibling."""
+    model: str | None = Field(default=None, min_length=1, max_length=300)
+    """A model for this answer only; the chat's model otherwise."""
+
+
+class ActiveIn(RequestBody):
+    message_id: MessageId
+    """The branch to show: the newest leaf under this message becomes the active leaf."""
 
 
 class StopOut(BaseModel):

@@ -2,9 +2,16 @@
 
 Routes parse a request, call one of these and render what it returns; everything a user can be
 refused is a `HearthError` raised here (docs/http-api.md, "Errors and conventions"). Starting a
-turn is one sequence wherever it happens (a new message, the last approval of a paused turn, a
-summary on request): take the chat's turn lease, close what a dead turn left open
-(`_take_lease`), store what the turn starts from, and hand the lease to the turn supervisor.
+turn is one sequence wherever it happens (a new message, a regenerated answer, the last approval
+of a paused turn, a summary on request): take the chat's turn lease, close what a dead turn left
+open (`_take_lease`), store what the turn starts from, and hand the lease to the turn supervisor.
+
+A chat is a tree of messages and the user is on one branch of it, the active path (API.md
+"Branches"). Sending continues it, or hangs the new message under any message that ends a
+finished turn (an edit is a send under the edited message's parent); regenerating hangs a new
+first round under a user message; switching moves the active leaf. Each keeps the active leaf
+in the same transaction as the rows it adds, and none of them runs while a turn holds the chat
+or waits for approvals, so the path a turn reads cannot change under it.
 """
 
 from __future__ import annotations
@@ -13,10 +20,11 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
-from sqlalchemy import func, select, update
+from sqlalchemy import exists, func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
+from sqlalchemy.orm import aliased
 
 from app.agent import approvals, leases
 from app.agent.activations import list_activations, reset_activations
@@ -25,9 +33,11 @@ from app.agent.summaries import NothingToCover, SummaryFailed, summarise
 from app.agent.turn import Turn, TurnPlan
 from app.chats import repository
 from app.chats.views import ChatDetailView
+from app.core.db.engine import rows_changed
 from app.core.errors import Conflict, Invalid, NotFound, UpstreamFailed
 from app.llm.registry import ModelInfo
 from app.models import Chat, ChatLlmTool, ChatSummary, Message, Upload
+from app.models.paths import active_path, newest_leaf_under, on_path
 from app.services import Services
 from app.tools.asks import ElicitAction, Elicited
 from app.tools.mcp.forms import BadAnswer, checked_answer
@@ -36,6 +46,11 @@ TITLE_LENGTH = 80
 CHAT_NOT_FOUND = "chat not found"
 WAITS_FOR_APPROVALS = "the turn waits for approvals: answer them, or stop the turn"
 TURN_RUNNING = "a turn is already running in this chat"
+MESSAGE_NOT_FOUND = "message not found in this chat"
+
+ACTIVE: Final = "active"
+"""Where a message goes when the client names no parent: after the active leaf."""
+Parent = int | None | Literal["active"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,6 +195,48 @@ async def _refuse_busy(db: AsyncSession, chat_id: uuid.UUID) -> Conflict:
     return Conflict(TURN_RUNNING)
 
 
+async def _parent(db: AsyncSession, chat: Chat, parent: Parent) -> int | None:
+    """The message a new user message hangs under: 404 outside the chat, 422 for a message
+    that does not end its turn (a round followed by another round of the same turn)."""
+    if parent == ACTIVE:
+        return chat.active_leaf_id
+    if parent is None:
+        return None
+    child = aliased(Message)
+    followed = exists().where(child.parent_id == Message.id, child.role == "assistant")
+    found = (
+        await db.execute(
+            select(Message.id, followed).where(Message.id == parent, Message.chat_id == chat.id)
+        )
+    ).first()
+    if found is None:
+        raise NotFound(MESSAGE_NOT_FOUND)
+    if found[1]:
+        raise Invalid(
+            ("body", "parent_id"),
+            "a new message goes under the last message of a finished turn; "
+            f"message {parent} is followed by another round of its turn",
+        )
+    return parent
+
+
+async def _root_content(db: AsyncSession, chat_id: uuid.UUID) -> str | None:
+    """The first message of the chat's active path."""
+    return await db.scalar(
+        select(Message.content).where(
+            Message.id.in_(on_path(active_path(chat_id))), Message.parent_id.is_(None)
+        )
+    )
+
+
+def _follow_root(chat: Chat, old_root: str | None, new_root: str | None) -> None:
+    """A title made from the first message follows it to another root; one the user gave
+    (or that differs from the old root's first line) stays."""
+    if new_root is None or old_root is None or chat.title != title_from(old_root):
+        return
+    chat.title = title_from(new_root)
+
+
 async def send_message(
     services: Services,
     db: AsyncSession,
@@ -188,12 +245,19 @@ async def send_message(
     content: str,
     attachments: Sequence[uuid.UUID],
     model_id: str | None,
+    parent: Parent = ACTIVE,
 ) -> Turn:
-    """Store the user's message and start the turn that answers it."""
+    """Store the user's message under `parent` and start the turn that answers it."""
     chat = await owned_chat(db, user_id, chat_id)
     if not content.strip() and not attachments:
         raise Invalid(("body", "content"), "a message needs content or an attachment")
     model = usable_model(services, model_id or chat.model)
+    parent_id = await _parent(db, chat, parent)
+    old_root = (
+        await _root_content(db, chat_id)
+        if parent is None and chat.active_leaf_id is not None
+        else None
+    )
     attached = list(dict.fromkeys(attachments))
     if attached:
         owned = await db.scalar(
@@ -210,6 +274,7 @@ async def send_message(
         raise await _refuse_busy(db, chat_id)
     message = Message(
         chat_id=chat_id,
+        parent_id=parent_id,
         role="user",
         content=content,
         status="ok",
@@ -218,19 +283,97 @@ async def send_message(
     )
     db.add(message)
     await db.flush()
-    # The first round's row, stored with the message: the turn starts without a write of its own.
-    first_round = round_row(chat_id, model.id, now, message.id)
+    _follow_root(chat, old_root, content)
+    return await _start_answer(services, db, chat, owner, message.id, model)
+
+
+async def _start_answer(
+    services: Services,
+    db: AsyncSession,
+    chat: Chat,
+    owner: str,
+    question_id: int,
+    model: ModelInfo,
+) -> Turn:
+    """Store the first round of the answer to `question_id` (the turn then starts without a
+    write of its own), make it the active leaf, and launch the turn; the caller holds the lease."""
+    first_round = round_row(chat.id, model.id, services.clock.now(), question_id, question_id)
     db.add(first_round)
+    await db.flush()
+    chat.active_leaf_id = first_round.id
     await db.commit()
     plan = TurnPlan(
         owner=owner,
-        user_id=user_id,
-        chat_id=chat_id,
-        user_message_id=message.id,
+        user_id=chat.user_id,
+        chat_id=chat.id,
+        user_message_id=question_id,
         model=model,
         first_round_id=first_round.id,
     )
     return services.turns.launch(plan)
+
+
+async def regenerate(
+    services: Services,
+    db: AsyncSession,
+    user_id: uuid.UUID,
+    chat_id: uuid.UUID,
+    message_id: int,
+    model_id: str | None,
+) -> Turn:
+    """A new answer to the user message `message_id`, beside the old one (its sibling)."""
+    chat = await owned_chat(db, user_id, chat_id)
+    is_question = await db.scalar(
+        select(
+            exists().where(
+                Message.id == message_id, Message.chat_id == chat_id, Message.role == "user"
+            )
+        )
+    )
+    if not is_question:
+        raise NotFound(f"no user message {message_id} in this chat")
+    model = usable_model(services, model_id or chat.model)
+    owner = await _take_lease(services, db, chat, services.clock.now(), for_message=True)
+    if owner is None:
+        raise await _refuse_busy(db, chat_id)
+    return await _start_answer(services, db, chat, owner, message_id, model)
+
+
+async def switch_branch(
+    services: Services,
+    db: AsyncSession,
+    user_id: uuid.UUID,
+    chat_id: uuid.UUID,
+    message_id: int,
+) -> None:
+    """Show the branch through `message_id`: its newest leaf becomes the active leaf.
+
+    One conditional UPDATE, like taking the lease: it does nothing while a turn holds the chat
+    or waits for approvals, so no turn ever sees its path move."""
+    chat = await owned_chat(db, user_id, chat_id)
+    in_chat = await db.scalar(
+        select(exists().where(Message.id == message_id, Message.chat_id == chat_id))
+    )
+    if not in_chat:
+        raise NotFound(MESSAGE_NOT_FOUND)
+    old_root = await _root_content(db, chat_id)
+    leaf = await db.scalar(newest_leaf_under(message_id))
+    now = services.clock.now()
+    pending = exists().where(ChatLlmTool.chat_id == chat_id, ChatLlmTool.status == "pending")
+    # The leaf is read first: an UPDATE that starts with its CTE (`WITH ... UPDATE`) tells no
+    # row count through Python's sqlite3.
+    switched = await rows_changed(
+        db,
+        update(Chat)
+        .where(Chat.id == chat_id, Chat.user_id == user_id, leases.free(now), ~pending)
+        .values(active_leaf_id=leaf)
+        .execution_options(synchronize_session=False),
+    )
+    if not switched:
+        raise await _refuse_busy(db, chat_id)
+    await db.refresh(chat)
+    _follow_root(chat, old_root, await _root_content(db, chat_id))
+    await db.commit()
 
 
 async def answer_approvals(

@@ -19,6 +19,7 @@ from urllib.parse import quote
 class MessageRow(NamedTuple):
     id: int
     chat_id: uuid.UUID
+    parent_id: int | None
     role: str
     content: str
     reasoning: str | None
@@ -81,6 +82,8 @@ class ChatLike(Protocol):
     def turn_owner(self) -> str | None: ...
     @property
     def turn_lease_until(self) -> datetime | None: ...
+    @property
+    def active_leaf_id(self) -> int | None: ...
 
 
 class ChatView(TypedDict):
@@ -90,6 +93,7 @@ class ChatView(TypedDict):
     created_at: datetime
     updated_at: datetime
     running: bool
+    active_leaf_id: int | None
 
 
 class IngestionView(TypedDict):
@@ -144,6 +148,8 @@ class UsageView(TypedDict):
 class MessageView(TypedDict):
     id: int
     chat_id: uuid.UUID
+    parent_id: int | None
+    sibling_ids: list[int]
     role: str
     content: str
     reasoning: str | None
@@ -183,6 +189,7 @@ def chat(row: ChatLike, now: datetime) -> ChatView:
         "created_at": row.created_at,
         "updated_at": row.updated_at,
         "running": row.turn_owner is not None and lease is not None and lease >= now,
+        "active_leaf_id": row.active_leaf_id,
     }
 
 
@@ -244,8 +251,10 @@ def message(
     tool_calls: list[ToolCallView],
     uploads: dict[str, UploadView],
     evidence: Evidence | None = None,
+    sibling_ids: list[int] | None = None,
 ) -> MessageView:
-    """A message; `evidence` (citation status, citations) on the final message of a question."""
+    """A message; `evidence` (citation status, citations) on the final message of a question,
+    `sibling_ids` where it has alternatives (else `[id]`)."""
     usage: UsageView | None = None
     if row.input_tokens is not None or row.output_tokens is not None:
         usage = {
@@ -259,6 +268,8 @@ def message(
     return {
         "id": row.id,
         "chat_id": row.chat_id,
+        "parent_id": row.parent_id,
+        "sibling_ids": sibling_ids or [row.id],
         "role": row.role,
         "content": row.content,
         "reasoning": row.reasoning,

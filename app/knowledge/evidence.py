@@ -14,6 +14,10 @@ it is read, never stored beside them:
 - the citations of a question: every passage it cited, in the order first cited;
 - the capsule: all passages cited in earlier questions, grouped by the latest question that
   cited each, in full, for request-time compaction (`app.agent.capabilities.compaction`).
+
+Everything is read along the chat's active path: a row counts when its epoch (its round) is on
+the path, so an answer regenerated for the same question has evidence of its own, and another
+branch's citations never show on this one.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession, async_sessionm
 
 from app.core.db.retry import insert_once
 from app.models import ChatEvidence, ChatLlmTool, KnowledgeChunk, Message, Upload
+from app.models.paths import active_path, on_path
 
 EVIDENCE_KEY = "hearth_evidence"
 """ToolReturn metadata: `{"retrieved": [row ids]}`, `{"cited": [row ids]}` or
@@ -58,7 +63,9 @@ class QuestionEvidence:
 async def load_question(
     db: AsyncSession, chat_id: uuid.UUID, question_id: int, budget: int
 ) -> QuestionEvidence:
-    """The question's evidence so far: nothing for a new question; a resumed one's own."""
+    """The question's evidence so far on the active path: nothing for a new question; a
+    resumed one's own."""
+    path = on_path(active_path(chat_id))
     retrieved = await db.execute(
         select(KnowledgeChunk.chunk_id, KnowledgeChunk.id)
         .join(ChatEvidence, ChatEvidence.chunk_row_id == KnowledgeChunk.id)
@@ -66,14 +73,15 @@ async def load_question(
             ChatEvidence.chat_id == chat_id,
             ChatEvidence.question_id == question_id,
             ChatEvidence.kind == "retrieved",
+            ChatEvidence.epoch.in_(path),
         )
     )
-    # Every message after the question's user message belongs to it: it is the latest.
+    # Every message of the path after the question's user message belongs to it: the latest.
     searches = await db.scalar(
         select(func.count())
         .select_from(ChatLlmTool)
         .where(
-            ChatLlmTool.chat_id == chat_id,
+            ChatLlmTool.message_id.in_(path),
             ChatLlmTool.message_id > question_id,
             ChatLlmTool.name == KNOWLEDGE_SEARCH,
         )
@@ -164,8 +172,11 @@ async def load_rows(
     before_question: int | None = None,
     question: int | None = None,
 ) -> list[EvidenceRow]:
-    """The chat's evidence rows: all, those of one question, or of the questions before one."""
-    query = _ROWS.where(ChatEvidence.chat_id == chat_id)
+    """The active path's evidence rows: all, those of one question, or of the questions before
+    one."""
+    query = _ROWS.where(
+        ChatEvidence.chat_id == chat_id, ChatEvidence.epoch.in_(on_path(active_path(chat_id)))
+    )
     if before_question is not None:
         query = query.where(ChatEvidence.question_id < before_question)
     if question is not None:
@@ -260,7 +271,8 @@ async def earlier_capsule(db: AsyncSession, chat_id: uuid.UUID, question_id: int
 async def question_views(
     connection: AsyncConnection, chat_id: uuid.UUID
 ) -> dict[int, tuple[str | None, list[dict[str, Any]]]]:
-    """question id -> (citation status, citations) for every question with evidence."""
+    """question id -> (citation status, citations) for every question of the active path with
+    evidence."""
     return {
         question_id: (citation_status(rows), citations(rows))
         for question_id, rows in by_question(await load_rows(connection, chat_id)).items()

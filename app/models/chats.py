@@ -1,9 +1,12 @@
 """A chat and everything that lives and dies with it: messages, tool calls, activations.
 
-Message and tool-call ids are global integers that grow with time (SQLite keeps them monotonic
-through AUTOINCREMENT, PostgreSQL through an identity sequence), so "after message N" is a
-comparison, which the message builder and activation anchors rely on. Every child row cascades
-from its chat, in the database itself, so deleting a chat is one statement.
+A chat is a tree of messages (`Message.parent_id`); what a user sees and a model is sent is one
+path through it, from a root to `Chat.active_leaf_id` (`app.models.paths`). Message and tool-call
+ids are global integers that grow with time (SQLite keeps them monotonic through AUTOINCREMENT,
+PostgreSQL through an identity sequence), so a child's id is always above its parent's: along a
+path "after message N" is a comparison, and a path in id order is a path in conversation order.
+Every child row cascades from its chat, in the database itself, so deleting a chat (with every
+branch) is one statement.
 """
 
 from __future__ import annotations
@@ -58,14 +61,29 @@ class Chat(Base):
         Boolean, default=False, server_default=false()
     )
     """Set by `/stop`; whichever process owns the turn sees it and cancels the turn."""
+    active_leaf_id: Mapped[int | None] = mapped_column(BigId, default=None)
+    """The last message of the branch the user is on (None while the chat is empty). Not a
+    foreign key: chats and messages would reference each other, and a message is only ever
+    deleted with its chat."""
 
 
 class Message(Base):
     __tablename__ = "messages"
-    __table_args__ = (Index(None, "chat_id", "id"), {"sqlite_autoincrement": True})
+    __table_args__ = (
+        Index(None, "chat_id", "id"),
+        Index(None, "parent_id"),
+        {"sqlite_autoincrement": True},
+    )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
     chat_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("chats.id", ondelete="CASCADE"))
+    parent_id: Mapped[int | None] = mapped_column(BigId, default=None)
+    """The message this one follows (None for a root): a turn's user message hangs under the
+    last message of the turn before it, its first round under it, each later round under the
+    round before. Always a message of the same chat, set by hearth alone. Not a foreign key:
+    SQLite adds one to an existing table only by rebuilding it, and dropping `messages` with
+    foreign keys on would cascade into every table that points at it; a message is only ever
+    deleted with its whole chat, so no parent goes missing."""
     role: Mapped[str] = mapped_column(String(16))
     """`user` or `assistant`."""
     content: Mapped[str] = mapped_column(Text, default="")
@@ -120,14 +138,15 @@ class ChatLlmTool(Base):
 
 class ActivatedTool(Base):
     __tablename__ = "activated_tools"
-    __table_args__ = (UniqueConstraint("chat_id", "kind", "ref"),)
+    __table_args__ = (UniqueConstraint("message_id", "kind", "ref"),)
+    """A group activates once per path (a second call answers `already_active`), but two
+    branches may each activate it, at anchors of their own."""
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
     chat_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("chats.id", ondelete="CASCADE"))
-    message_id: Mapped[int] = mapped_column(
-        ForeignKey("messages.id", ondelete="CASCADE"), index=True
-    )
-    """The assistant message whose tool call activated the group (its anchor)."""
+    message_id: Mapped[int] = mapped_column(ForeignKey("messages.id", ondelete="CASCADE"))
+    """The assistant message whose tool call activated the group (its anchor): the activation
+    is in force on exactly the paths through it."""
     kind: Mapped[str] = mapped_column(String(16))
     """`builtin` or `mcp`."""
     ref: Mapped[str] = mapped_column(String(200))

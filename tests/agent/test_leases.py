@@ -18,6 +18,7 @@ from app.agent import leases
 from app.agent.leases import INTERRUPTED_CALL, INTERRUPTED_ROUND, INTERRUPTED_WAIT
 from app.models import Chat, ChatLlmTool, Message
 from app.services import Services
+from tests.chat_rows import append
 from tests.support import Client
 
 pytestmark = pytest.mark.usefixtures("services")
@@ -49,12 +50,10 @@ async def add_round(
 ) -> int:
     now = services.clock.now()
     async with services.sessions() as db:
-        db.add(Message(chat_id=chat_id, role="user", content="q", status="ok", created_at=now))
-        message = Message(
-            chat_id=chat_id, role="assistant", content=content, status=status, created_at=now
+        await append(db, chat_id, role="user", content="q", status="ok", created_at=now)
+        message = await append(
+            db, chat_id, role="assistant", content=content, status=status, created_at=now
         )
-        db.add(message)
-        await db.flush()
         for n, call_status in enumerate(calls):
             db.add(
                 ChatLlmTool(

@@ -12,6 +12,7 @@ from sqlalchemy import func, select
 from app.chats.schemas import ChatDetailOut, ChatOut, ChatPage
 from app.models import ActivatedTool, Chat, ChatLlmTool, Message, Upload
 from app.services import Services
+from tests.chat_rows import append
 from tests.conftest import NewUser
 from tests.support import Client
 
@@ -58,11 +59,10 @@ async def test_get_returns_chat_with_messages_in_order(user: Client, services: S
     chat_id = (await user.post("/api/chats", json={"title": "t"})).json()["id"]
     now = datetime.now(UTC)
     async with services.sessions() as db:
-        first = Message(chat_id=uuid.UUID(chat_id), role="user", content="hi", created_at=now)
-        db.add(first)
-        await db.flush()
-        second = Message(
-            chat_id=uuid.UUID(chat_id),
+        await append(db, uuid.UUID(chat_id), role="user", content="hi", created_at=now)
+        second = await append(
+            db,
+            uuid.UUID(chat_id),
             role="assistant",
             content="hello",
             status="ok",
@@ -145,9 +145,7 @@ async def test_delete_removes_messages_tools_and_activations(
     chat_id = uuid.UUID((await user.post("/api/chats", json={})).json()["id"])
     now = datetime.now(UTC)
     async with services.sessions() as db:
-        message = Message(chat_id=chat_id, role="assistant", content="x", created_at=now)
-        db.add(message)
-        await db.flush()
+        message = await append(db, chat_id, role="assistant", content="x", created_at=now)
         db.add(
             ChatLlmTool(
                 chat_id=chat_id,

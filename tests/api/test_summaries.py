@@ -198,10 +198,13 @@ async def test_activations_survive_a_summary_in_every_mode(
     assert (await user.post(f"/api/chats/{chat_id}/compact")).status_code == 200
     chat = (await user.get(f"/api/chats/{chat_id}")).json()
     surviving = next(m["id"] for m in chat["messages"] if m["content"] == "And Bergen")
+    activating = chat["messages"][1]["id"]
     async with services.sessions() as db:
         anchors = (await db.execute(select(ActivatedTool.message_id))).scalars().all()
         assert (await db.scalar(select(ChatSummary.covers_up_to_message_id))) < surviving
-    assert anchors == [surviving]
+    # The row stays at the message that activated it, which the summary covers: the builder
+    # renders it at the summary (docs/wire.md §2), no row is moved.
+    assert anchors == [activating]
 
     fake.script(
         Reply(tool_calls=[ToolCall("mcp__weather__forecast", {"city": "Oslo"}, id=ids[1])]),

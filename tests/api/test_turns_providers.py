@@ -17,6 +17,7 @@ from sqlalchemy import select
 from app.llm.registry import ModelRegistry
 from app.models import LlmRequest, Message
 from app.services import Services
+from tests.chat_rows import append
 from tests.clock import ShiftedClock
 from tests.fakes.providers import (
     Cut,
@@ -277,25 +278,23 @@ async def test_a_crash_mid_tool_is_replayed_as_interrupted(
 
     from sqlalchemy import update
 
-    from app.models import Chat, ChatLlmTool, Message
+    from app.models import Chat, ChatLlmTool
 
     fake = fakes["anthropic"]
     chat_id = (await user.post("/api/chats", json={"model": MODEL_IDS["anthropic"]})).json()["id"]
     # A process dies while its tool runs: simulate by storing what it left behind.
     now = services.clock.now()
     async with services.sessions() as db:
-        db.add(Message(chat_id=uuid.UUID(chat_id), role="user", content="list", created_at=now))
-        await db.flush()
-        round_row = Message(
-            chat_id=uuid.UUID(chat_id),
+        await append(db, uuid.UUID(chat_id), role="user", content="list", created_at=now)
+        round_row = await append(
+            db,
+            uuid.UUID(chat_id),
             role="assistant",
             content="Looking.",
             status="ok",
             model=MODEL_IDS["anthropic"],
             created_at=now,
         )
-        db.add(round_row)
-        await db.flush()
         db.add(
             ChatLlmTool(
                 chat_id=uuid.UUID(chat_id),
@@ -308,14 +307,13 @@ async def test_a_crash_mid_tool_is_replayed_as_interrupted(
                 updated_at=now,
             )
         )
-        db.add(
-            Message(
-                chat_id=uuid.UUID(chat_id),
-                role="assistant",
-                content="half a thou",
-                status="streaming",
-                created_at=now,
-            )
+        await append(
+            db,
+            uuid.UUID(chat_id),
+            role="assistant",
+            content="half a thou",
+            status="streaming",
+            created_at=now,
         )
         await db.execute(
             update(Chat)

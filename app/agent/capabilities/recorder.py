@@ -85,7 +85,7 @@ from app.core.db.retry import insert_once, transaction
 from app.knowledge import evidence
 from app.knowledge.evidence import EVIDENCE_KEY
 from app.llm.dtl import MEDIA_KEY
-from app.models import ActivatedTool, ChatLlmTool, Message
+from app.models import ActivatedTool, Chat, ChatLlmTool, Message
 from app.tools.activation import ACTIVATE_TOOLS
 from app.tools.deps import TurnDeps
 from app.tools.events import HearthPart
@@ -127,10 +127,14 @@ class _Round:
     """Whether any output arrived, which tells a stream cut off mid-way from a failed request."""
 
 
-def round_row(chat_id: uuid.UUID, model_id: str, now: datetime, question_id: int) -> Message:
-    """A round's assistant message as it starts: empty, `streaming`, tied to its question."""
+def round_row(
+    chat_id: uuid.UUID, model_id: str, now: datetime, question_id: int, parent_id: int
+) -> Message:
+    """A round's assistant message as it starts: empty, `streaming`, tied to its question and
+    hung under the message before it (the user message, or the round before)."""
     return Message(
         chat_id=chat_id,
+        parent_id=parent_id,
         role="assistant",
         content="",
         status="streaming",
@@ -176,19 +180,25 @@ class Recorder(AbstractCapability[TurnDeps]):
         """tool_call_id -> row id of the pending calls a resumed turn carries on."""
         self.refused: dict[str, str] = {}
         """tool_call_id -> why the call is answered as an error without running."""
+        self.paused_round: int | None = None
+        """The round a resumed turn continues from: its first new round hangs under it."""
 
     async def adopt_pending(self) -> None:
-        """A resumed turn continues the chat's pending calls on their own rows."""
+        """A resumed turn continues the chat's pending calls on their own rows, and its next
+        round hangs under the round that made them."""
 
-        async def read(db: AsyncSession) -> dict[str, int]:
+        async def read(db: AsyncSession) -> list[tuple[str, int, int]]:
             rows = await db.execute(
-                select(ChatLlmTool.tool_call_id, ChatLlmTool.id).where(
+                select(ChatLlmTool.tool_call_id, ChatLlmTool.id, ChatLlmTool.message_id).where(
                     ChatLlmTool.chat_id == self.chat_id, ChatLlmTool.status == "pending"
                 )
             )
-            return {tool_call_id: row_id for tool_call_id, row_id in rows}
+            return [(call_id, row_id, message_id) for call_id, row_id, message_id in rows]
 
-        self.adopted = await transaction(self.sessions, read, what="reading pending calls")
+        pending = await transaction(self.sessions, read, what="reading pending calls")
+        self.adopted = {tool_call_id: row_id for tool_call_id, row_id, _ in pending}
+        if pending:
+            self.paused_round = max(message_id for _, _, message_id in pending)
 
     # -- rounds ------------------------------------------------------------------------------
 
@@ -258,14 +268,30 @@ class Recorder(AbstractCapability[TurnDeps]):
             message_id, self.first_round_id = self.first_round_id, None
         else:
             now = self.clock.now()
+            parent = self.message_ids[-1] if self.message_ids else self.paused_round
             [message] = await insert_once(
                 self.sessions,
-                lambda: [round_row(self.chat_id, self.model_id, now, self.question_id)],
+                lambda: [
+                    round_row(
+                        self.chat_id,
+                        self.model_id,
+                        now,
+                        self.question_id,
+                        parent or self.question_id,
+                    )
+                ],
                 what="opening a round",
+                then=self._make_leaf,
             )
             message_id = message.id
         self.round = _Round(message_id)
         self.message_ids.append(message_id)
+
+    async def _make_leaf(self, db: AsyncSession, rows: list[Message]) -> None:
+        """The new round ends the chat's active path (the turn holds the chat: no switch races)."""
+        await db.execute(
+            update(Chat).where(Chat.id == self.chat_id).values(active_leaf_id=rows[0].id)
+        )
 
     async def _close_round(self, response: ModelResponse) -> None:
         assert self.round is not None

@@ -69,11 +69,13 @@ async def insert_once(
     make: Callable[[], Sequence[R]],
     *,
     what: str = "an insert",
+    then: Callable[[AsyncSession, list[R]], Awaitable[None]] | None = None,
 ) -> list[R]:
     """Insert the rows `make` builds, in one transaction, exactly once however often it is tried.
 
     Returns the rows as inserted (ids set). `make` is called for each attempt, since the rows of
-    a failed one are no longer usable.
+    a failed one are no longer usable. `then` runs in the same transaction once the rows have
+    their ids (what it writes lands with them, or not at all).
     """
     tried: list[R] = []
     """The rows of the last attempt that reached its commit."""
@@ -85,6 +87,8 @@ async def insert_once(
         rows = list(make())
         db.add_all(rows)
         await db.flush()
+        if then is not None:
+            await then(db, rows)
         tried = rows
         return rows
 

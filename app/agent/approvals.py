@@ -4,6 +4,10 @@
 A paused turn has ended as far as the process is concerned: everything about it is in the
 database (the `pending` rows and the decisions stored on them as they arrive), so it can be
 resumed by any worker, after a restart too.
+
+The pending calls of a chat are those of its active path: nothing moves the path while calls
+wait (an edit, a regeneration or a switch is refused then, `app.chats.service`), so reading them
+by chat is reading them on the path.
 """
 
 from __future__ import annotations

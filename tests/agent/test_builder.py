@@ -131,3 +131,57 @@ def test_call_without_a_row_is_answered_as_interrupted() -> None:
     [answer] = history[-1].parts
     assert isinstance(answer, ToolReturnPart)
     assert (answer.tool_call_id, answer.outcome) == ("lost", "interrupted")
+
+
+def activation_rows() -> list[StoredMessage]:
+    activate = StoredToolCall(
+        1,
+        "c-act",
+        "activate_tools",
+        {"groups": ["weather", "mail"]},
+        "done",
+        '[{"group": "weather", "status": "activated"}, {"group": "mail", "status": "activated"}]',
+    )
+    return [
+        row(1, "user", "Turn on weather and mail"),
+        StoredMessage(**{**_fields(row(2, "assistant", "")), "tool_calls": (activate,)}),
+        row(3, "assistant", "Both on."),
+        row(4, "user", "Thanks"),
+        row(5, "assistant", "Welcome."),
+        row(6, "user", "Forecast?"),
+    ]
+
+
+def _fields(message: StoredMessage) -> dict[str, Any]:
+    return {name: getattr(message, name) for name in StoredMessage.__slots__}
+
+
+def test_an_activation_a_summary_covers_is_rendered_at_the_summary() -> None:
+    """Anchored at a covered round, the groups ride on the first surviving request (where each
+    model class renders them), in activation order; a later anchor stays at its own return."""
+    rows = activation_rows()
+    anchors = {2: ["weather", "mail"]}
+    whole = build_history(rows, anchors)
+    returns = whole[2]
+    assert isinstance(returns, ModelRequest)
+    assert returns.parts[0].metadata == {"hearth_activated": ["weather", "mail"]}
+
+    summarised = build_history(rows, anchors, covered_up_to=3)
+    first = summarised[0]
+    assert isinstance(first, ModelRequest) and first.metadata is not None
+    assert first.metadata["hearth_activated"] == ["weather", "mail"]
+    last = summarised[-1]
+    assert isinstance(last, ModelRequest) and last.metadata is not None
+    assert "hearth_activated" not in last.metadata  # rendered once, at the summary
+    # Nothing covered: nothing rendered at the first message.
+    assert "hearth_activated" not in (whole[0].metadata or {})
+
+
+def test_an_older_release_moved_anchor_renders_where_it_was_moved() -> None:
+    """An anchor an older release moved onto a surviving user message is rendered there,
+    beside the ones a newer summary covers."""
+    rows = activation_rows()
+    history = build_history(rows, {2: ["weather"], 4: ["mail"]}, covered_up_to=3)
+    first = history[0]
+    assert isinstance(first, ModelRequest) and first.metadata is not None
+    assert first.metadata["hearth_activated"] == ["weather", "mail"]

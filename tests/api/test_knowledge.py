@@ -452,3 +452,56 @@ async def test_a_question_resumed_after_approval_keeps_its_evidence_and_budget(
         next(c for c in chunks if c["type"] == "data-citations")["data"]["message_id"]
         == (final["id"])
     )
+
+
+async def test_evidence_follows_the_branch(
+    user: Client, fakes: dict[str, FakeProviderServer], services: Services
+) -> None:
+    """A regenerated answer has evidence of its own: the other branch's citations and status
+    are not shown on it, its own are not shown on the other, and a later question's capsule
+    holds what its own path cited, nothing else."""
+    _, (watering, pests, _) = await garden(services, user)
+    fake = fakes["openai"]
+    fake.script(
+        Reply(tool_calls=[ACTIVATE]),
+        Reply(tool_calls=[search("watering", "call_s1")]),
+        Reply(tool_calls=[cite([watering], "call_c1")]),
+        Reply(text="Every evening."),
+    )
+    chat_id = await new_chat(user)
+    await ask(user, chat_id, "When do I water?")
+    question = (await user.get(f"/api/chats/{chat_id}")).json()["messages"][0]
+
+    # The group activated on the first answer's branch is not active on the new answer's.
+    fake.script(
+        Reply(tool_calls=[ToolCall("activate_tools", {"groups": ["knowledge"]}, id="call_a2")]),
+        Reply(tool_calls=[search("pests", "call_s2")]),
+        Reply(tool_calls=[cite([pests], "call_c2")]),
+        Reply(text="Beer traps."),
+    )
+    response = await user.post(
+        f"/api/chats/{chat_id}/regenerate", json={"message_id": question["id"]}
+    )
+    assert response.status_code == 200
+    await wait_until_idle(user, chat_id)
+    activated = json.loads(tool_answers(fake.model_requests[5].body)["call_a2"])
+    assert [(r["group"], r["status"]) for r in activated] == [("knowledge", "activated")]
+    regenerated = (await user.get(f"/api/chats/{chat_id}")).json()
+    [final] = finals(regenerated)
+    assert final["content"] == "Beer traps."
+    assert final["citation_status"] == "grounded"
+    assert [c["chunk_id"] for c in final["citations"]] == [pests]
+
+    first_answer = regenerated["messages"][1]["sibling_ids"][0]
+    switched = await user.put(f"/api/chats/{chat_id}/active", json={"message_id": first_answer})
+    [final] = finals(switched.json())
+    assert final["content"] == "Every evening."
+    assert [c["chunk_id"] for c in final["citations"]] == [watering]
+
+    fake.script(Reply(text="You're welcome."))
+    await ask(user, chat_id, "Thanks")
+    answers = tool_answers(fake.model_requests[-1].body)
+    assert set(answers) == {"call_act", "call_s1", "call_c1"}
+    capsule = answers["call_s1"]
+    assert capsule.startswith("[hearth/evidence] Passages cited in earlier questions")
+    assert f"[{watering}]" in capsule and pests not in capsule

@@ -322,6 +322,7 @@ async def test_successful_sign_ins_do_not_count_against_the_address(
         assert (await anon.post("/api/auth/login", json=owner)).status_code == 200
 
 
+@pytest.mark.slow
 async def test_parallel_wrong_sign_ins_check_the_password_exactly_the_limit(
     anon: Client, user: Client, services: Services, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -376,6 +377,7 @@ async def test_failures_from_many_addresses_slow_the_email_down_never_lock_it(
     assert len(pauses) == limit + 8 - limit + 1
 
 
+@pytest.mark.slow
 async def test_a_success_clears_the_failures_of_its_email_and_address(
     anon: Client, user: Client, services: Services, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -23,7 +23,7 @@ from tests.golden import assert_golden
 from tests.provider_setup import DTL_MODEL_IDS
 from tests.support import Client, parse_stream, wait_until_idle
 
-pytestmark = pytest.mark.usefixtures("services", "registry", "catalogue")
+pytestmark = [pytest.mark.usefixtures("services", "registry", "catalogue"), pytest.mark.slow]
 
 FAKE = {"anthropic_tool_reference": "anthropic", "kimi_system_tools": "moonshot", "none": "openai"}
 ACTIVATE_IDS = {

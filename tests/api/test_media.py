@@ -304,6 +304,7 @@ async def test_read_file_description_names_what_the_serving_model_can_view(
     )
 
 
+@pytest.mark.slow
 async def test_the_request_budget_leaves_the_49th_mib_as_a_note(
     user: Client, fakes: dict[str, FakeProviderServer], services: Services
 ) -> None:

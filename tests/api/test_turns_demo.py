@@ -72,6 +72,7 @@ async def test_every_model_request_is_logged(user: Client, services: Services) -
     assert all(r.message_id is not None for r in rows)
 
 
+@pytest.mark.slow
 async def test_second_send_while_running_is_409(user: Client) -> None:
     chat_id = await new_chat(user)
     async with user.http.stream(

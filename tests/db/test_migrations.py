@@ -45,6 +45,7 @@ async def test_upgrade_downgrade_upgrade_and_check(backend: str, tmp_path: Path)
             await engine.dispose()
 
 
+@pytest.mark.slow
 async def test_alembic_command_line_upgrade_and_check(backend: str, tmp_path: Path) -> None:
     async with fresh_database(backend, tmp_path) as url:
         env = {**os.environ, "HEARTH_DATABASE_URL": url}

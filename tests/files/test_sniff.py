@@ -176,6 +176,7 @@ _PROLOG_PIECES = [
 ]
 
 
+@pytest.mark.slow
 @settings(max_examples=2000)
 @given(st.lists(st.sampled_from(_PROLOG_PIECES), max_size=9))
 def test_svg_detection_agrees_with_the_reference_pattern(pieces: list[bytes]) -> None:

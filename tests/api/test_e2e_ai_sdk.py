@@ -49,8 +49,11 @@ def node_or_skip() -> str:
     pytest.skip(problem)
 
 
-async def drive_turn(base_url: str, client: Client, chat_id: str, content: str) -> dict[str, Any]:
-    """Run drive-turn.mjs for one turn; returns its report, asserting it exited cleanly."""
+async def drive_turn(
+    base_url: str, client: Client, chat_id: str, content: str, *extra: str
+) -> dict[str, Any]:
+    """Run drive-turn.mjs for one turn (`extra`: more options); returns its report, asserting
+    it exited cleanly."""
     node = node_or_skip()
     assert SCRIPT.is_file(), SCRIPT
     cookie = "; ".join(
@@ -65,6 +68,7 @@ async def drive_turn(base_url: str, client: Client, chat_id: str, content: str) 
         f"--csrf={client.csrf or ''}",
         f"--chat-id={chat_id}",
         f"--content={content}",
+        *extra,
         cwd=JS_DIR,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
@@ -145,3 +149,38 @@ async def test_ai_sdk_client_folds_a_demo_turn(server: tuple[str, Any], user: Cl
     assert call["arguments"] == tool["input"]
     assert first["content"] + second["content"] == text
     assert sum(m["usage"]["output_tokens"] for m in stored[1:]) == usage["output_tokens"]
+
+
+async def test_the_ai_sdk_regenerate_asks_hearth_for_a_new_answer(
+    server: tuple[str, Any], user: Client
+) -> None:
+    """`regenerate()` goes through `prepareSendMessagesRequest` to `/regenerate`: the SDK's
+    list ends with the new answer, and hearth keeps the old one as its sibling."""
+    base_url, _ = server
+    node_or_skip()
+    chat_id = (await user.post("/api/chats", json={})).json()["id"]
+
+    report = await drive_turn(base_url, user, chat_id, "Try this twice", "--regenerate")
+
+    assert report["errors"] == [] and report["status"] == "ready" and report["done"] is True
+    sent, regenerated = report["requests"]
+    assert sent["url"].endswith(f"/api/chats/{chat_id}/messages")
+    assert sent["body"] == {"content": "Try this twice", "attachments": []}
+    stored = (await wait_until_idle(user, chat_id))["messages"]
+    question = stored[0]
+    assert regenerated == {
+        "url": f"{base_url}/api/chats/{chat_id}/regenerate",
+        "body": {"message_id": question["id"]},
+    }
+    first_ids = [c["data"]["id"] for c in report["first"] if c["type"] == "data-assistant-message"]
+    new_ids = [c["data"]["id"] for c in report["chunks"] if c["type"] == "data-assistant-message"]
+    assert first_ids and new_ids and set(first_ids).isdisjoint(new_ids)
+
+    # The SDK replaced its answer with the new one; hearth shows the new branch.
+    user_message, answer = report["messages"]
+    assert user_message["role"] == "user" and answer == report["message"]
+    rounds = [p["data"]["id"] for p in answer["parts"] if p["type"] == "data-assistant-message"]
+    assert rounds == new_ids
+    assert [m["id"] for m in stored] == [question["id"], *new_ids]
+    assert stored[1]["sibling_ids"] == [first_ids[0], new_ids[0]]
+    assert stored[1]["parent_id"] == question["id"]

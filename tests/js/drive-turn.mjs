@@ -11,11 +11,18 @@
 // teed into a second `parseJsonEventStream` with the same schema: that copy records every
 // chunk as it came over the wire and every schema failure, not just the first.
 //
+// With `--regenerate`, once the turn has ended the SDK's `regenerate()` asks for a new answer:
+// `prepareSendMessagesRequest` sees `trigger: 'regenerate-message'` and sends hearth's
+// `/regenerate` with the question's hearth id, read off the answer's `data-user-message` part
+// and passed in the call's `body` (docs/http-api.md, "The stream").
+//
 // Usage:
 //   node drive-turn.mjs --base-url http://127.0.0.1:8000 --cookie 'hearth_session=...; ...' \
-//     --csrf TOKEN --chat-id CHAT_ID --content 'Hello'
+//     --csrf TOKEN --chat-id CHAT_ID --content 'Hello' [--regenerate]
 //
-// Prints one JSON object: {response, chunks, done, message, messages, status, errors}.
+// Prints one JSON object: {response, chunks, done, message, messages, status, errors, requests}
+// (with `--regenerate`, also `first`: the chunks of the first turn; `chunks` are the new
+// answer's). `requests` lists each request the transport made: `{url, body}`.
 // `chunks` are the JSON events as sent (`[DONE]` excluded; `done` says it ended the body),
 // `message` is the folded assistant UIMessage, and each entry of `errors` names its source:
 // `schema` (a chunk failing `uiMessageChunkSchema`, with its index), `chat` (the transport or
@@ -40,6 +47,7 @@ function readOptions() {
       'chat-id': { type: 'string' },
       content: { type: 'string' },
       'timeout-ms': { type: 'string', default: '60000' },
+      regenerate: { type: 'boolean', default: false },
     },
     strict: true,
   });
@@ -134,6 +142,7 @@ async function main() {
 
   const chunks = [];
   const errors = [];
+  const requests = [];
   let response;
   let audit = Promise.resolve();
   let done = false;
@@ -141,6 +150,7 @@ async function main() {
   // Node's fetch keeps no cookies, so the Cookie header goes along with the CSRF header.
   // The wrapper hands the SDK one branch of the body and audits the other.
   const auditingFetch = async (input, init) => {
+    requests.push({ url: String(input), body: JSON.parse(init?.body ?? 'null') });
     const answer = await globalThis.fetch(input, init);
     response = {
       status: answer.status,
@@ -182,10 +192,14 @@ async function main() {
     api,
     headers: { 'X-CSRF-Token': options.csrf, Cookie: options.cookie },
     fetch: auditingFetch,
-    prepareSendMessagesRequest: ({ messages, headers }) => ({
-      body: hearthBody(messages),
-      headers,
-    }),
+    prepareSendMessagesRequest: ({ messages, trigger, body, headers }) =>
+      trigger === 'regenerate-message'
+        ? {
+            api: api.replace(/\/messages$/, '/regenerate'),
+            body: { message_id: body.message_id },
+            headers,
+          }
+        : { body: hearthBody(messages), headers },
   });
 
   let chatError;
@@ -205,9 +219,16 @@ async function main() {
     });
     chat.stop();
   }, timeoutMs);
+  let first;
   try {
     await chat.sendMessage({ text: options.content });
     await audit;
+    if (options.regenerate) {
+      first = chunks.splice(0);
+      const question = chat.lastMessage.parts.find((part) => part.type === 'data-user-message');
+      await chat.regenerate({ body: { message_id: question?.data.id } });
+      await audit;
+    }
   } finally {
     clearTimeout(timer);
   }
@@ -225,7 +246,9 @@ async function main() {
 
   const messages = chat.messages;
   const message = messages.findLast((m) => m.role === 'assistant') ?? null;
-  const report = { response, chunks, done, message, messages, status: chat.status, errors };
+  const { status } = chat;
+  const report = { response, chunks, done, message, messages, status, errors, requests };
+  if (first !== undefined) report.first = first;
   process.stdout.write(`${JSON.stringify(report)}\n`);
   process.exitCode = errors.length > 0 ? 1 : 0;
 }

@@ -882,3 +882,86 @@ async def test_a_wider_scope_asked_mid_call_is_a_sign_in_link_on_the_call(
     chat = await chat_of(guarded.client)
     [alerts] = [c for m in chat["messages"] for c in m["tool_calls"] if c["tool_call_id"] == "al"]
     assert alerts["status"] == "done" and alerts["result"] == "No alerts for Nordland."
+
+
+@pytest.mark.usefixtures("registry")
+async def test_edit_regenerate_and_page_through_the_versions(
+    tab: Tab, user: Client, fakes: dict[str, FakeProviderServer]
+) -> None:
+    """An edit in the inline editor and a regenerated answer are versions a pager switches
+    between; the page shows the branch the server shows, after a reload too."""
+    fake = fakes["openai"]
+    fake.script(
+        Reply(text="Paris."),
+        Reply(text="About two million."),
+        Reply(text="About 67 million."),
+        Reply(text="Roughly 68 million."),
+    )
+    page = await sign_in_as(tab, user)
+    await choose_model(page, MODEL_IDS["openai"])
+    log = page.get_by_role("log")
+    await ask(page, "Capital of France?")
+    await expect(log).to_contain_text("Paris.")
+    await turn_drawn(page)
+    await ask(page, "How many live there?")
+    await expect(log).to_contain_text("About two million.")
+    await turn_drawn(page)
+
+    # Edit the second question in place: Escape cancels, saving sends under its parent.
+    second = log.locator("article.user").nth(1)
+    await second.get_by_role("button", name="Edit").click()
+    editor = second.get_by_label("Edit your message")
+    await expect(editor).to_have_value("How many live there?")
+    await editor.press("Escape")
+    await expect(second.get_by_label("Edit your message")).to_have_count(0)
+    await second.get_by_role("button", name="Edit").click()
+    await second.get_by_label("Edit your message").fill("How many live in France?")
+    await second.get_by_role("button", name="Save and send").click()
+    await expect(log).to_contain_text("About 67 million.")
+    await turn_drawn(page)
+    await expect(log).not_to_contain_text("About two million.")
+    edited = log.locator("article.user").nth(1)
+    await expect(edited.locator(".pager-at")).to_have_text("2 / 2")
+
+    # The first version again, and it stays after a reload.
+    await edited.get_by_role("button", name="Previous version").click()
+    await expect(log).to_contain_text("About two million.")
+    await expect(log.locator("article.user").nth(1).locator(".pager-at")).to_have_text("1 / 2")
+    await page.reload()
+    await expect(log).to_contain_text("About two million.")
+    await expect(log).not_to_contain_text("About 67 million.")
+    chat = await chat_of(user)
+    assert [m["content"] for m in chat["messages"]] == [
+        "Capital of France?",
+        "Paris.",
+        "How many live there?",
+        "About two million.",
+    ]
+
+    # Back to the edit, then a new answer to it: the answer gets its own pager.
+    await log.locator("article.user").nth(1).get_by_role("button", name="Next version").click()
+    await expect(log).to_contain_text("About 67 million.")
+    await log.locator("article.assistant").last.get_by_role("button", name="Regenerate").click()
+    await expect(log).to_contain_text("Roughly 68 million.")
+    await turn_drawn(page)
+    await expect(log).not_to_contain_text("About 67 million.")
+    answer = log.locator("article.assistant").last
+    await expect(answer.locator(".pager-at")).to_have_text("2 / 2")
+    # Regenerate goes on the last answer of each turn; Edit on each question.
+    await expect(log.get_by_role("button", name="Regenerate")).to_have_count(2)
+    await expect(log.get_by_role("button", name="Edit")).to_have_count(2)
+
+    chat = await chat_of(user)
+    messages = chat["messages"]
+    assert [m["content"] for m in messages] == [
+        "Capital of France?",
+        "Paris.",
+        "How many live in France?",
+        "Roughly 68 million.",
+    ]
+    assert len(messages[2]["sibling_ids"]) == 2 and len(messages[3]["sibling_ids"]) == 2
+    assert chat["active_leaf_id"] == messages[3]["id"]
+    regenerated = fake.model_requests[-1].body["messages"]
+    assert [m["content"] for m in regenerated if m["role"] == "user"][-1] == (
+        "How many live in France?"
+    )

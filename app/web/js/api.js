@@ -162,8 +162,19 @@ export const api = {
   deleteUpload: (id) => request("DELETE", `/api/uploads/${encodeURIComponent(id)}`),
   reindex: (id) => request("POST", `/api/uploads/${encodeURIComponent(id)}/ingest`),
   stop: (id) => request("POST", `/api/chats/${encodeURIComponent(id)}/stop`),
-  send: (id, content, attachments) =>
-    streamRequest(`/api/chats/${encodeURIComponent(id)}/messages`, { content, attachments }),
+  /** `branch: {parent_id}` hangs the message under that message (an edit), else it continues. */
+  send: (id, content, attachments, branch = {}) =>
+    streamRequest(`/api/chats/${encodeURIComponent(id)}/messages`, {
+      content,
+      attachments,
+      ...branch,
+    }),
+  /** A new answer to the user message `messageId`, streamed like a send. */
+  regenerate: (id, messageId) =>
+    streamRequest(`/api/chats/${encodeURIComponent(id)}/regenerate`, { message_id: messageId }),
+  /** Show the branch through `messageId`; answers the chat as `chat(id)` does. */
+  switchBranch: (id, messageId) =>
+    request("PUT", `/api/chats/${encodeURIComponent(id)}/active`, { message_id: messageId }),
   /** Answers 202 while other calls still wait, or the turn's continuation as a stream. */
   decide: (id, decisions) =>
     streamRequest(`/api/chats/${encodeURIComponent(id)}/approvals`, { decisions }),

@@ -169,10 +169,90 @@ function citationList(citations) {
   );
 }
 
+/** `‹ 2 / 3 ›`: the message's place among its alternatives, and buttons to the others. */
+function pager(message, onSwitch) {
+  const ids = message.sibling_ids || [];
+  const at = ids.indexOf(message.id);
+  if (ids.length < 2 || at < 0) return null;
+  const go = (offset, label, text) =>
+    h("button", {
+      type: "button",
+      class: "pager-step",
+      "aria-label": label,
+      disabled: !onSwitch || !ids[at + offset],
+      onclick: () => onSwitch(message, ids[at + offset]),
+      text,
+    });
+  return h(
+    "span",
+    { class: "pager", role: "group", "aria-label": "Versions" },
+    go(-1, "Previous version", "‹"),
+    h("span", { class: "pager-at", text: `${at + 1} / ${ids.length}` }),
+    go(1, "Next version", "›"),
+  );
+}
+
+/** The inline editor of a user message: saving sends the new text under the same parent. */
+function editForm(message, onSave, onCancel) {
+  const input = h("textarea", { class: "edit-input", rows: "3", "aria-label": "Edit your message" });
+  input.value = message.content;
+  const save = (event) => {
+    event.preventDefault();
+    const content = input.value.trim();
+    if (content) onSave(message, content);
+  };
+  input.addEventListener("keydown", (event) => {
+    if (event.key === "Escape") {
+      event.preventDefault();
+      onCancel(message);
+    } else if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) save(event);
+  });
+  const form = h(
+    "form",
+    { class: "edit", onsubmit: save },
+    input,
+    h(
+      "div",
+      { class: "row" },
+      h("button", { type: "submit", text: "Save and send" }),
+      h("button", { type: "button", onclick: () => onCancel(message), text: "Cancel" }),
+    ),
+  );
+  queueMicrotask(() => input.focus());
+  return form;
+}
+
+/** Edit, Regenerate and the pager, for a stored message while no turn runs. */
+function branchActions(message, options) {
+  if (message.id === null || message.id === undefined) return null;
+  const idle = !options.busy;
+  const actions = h("span", { class: "actions" });
+  const pages = pager(message, idle ? options.onSwitch : null);
+  if (pages) actions.append(pages);
+  if (idle && message.role === "user" && options.onEdit) {
+    actions.append(
+      h("button", { type: "button", class: "link", onclick: () => options.onEdit(message), text: "Edit" }),
+    );
+  }
+  if (idle && options.question && options.onRegenerate) {
+    actions.append(
+      h("button", {
+        type: "button",
+        class: "link",
+        onclick: () => options.onRegenerate(options.question),
+        text: "Regenerate",
+      }),
+    );
+  }
+  return actions.childElementCount ? actions : null;
+}
+
 /**
  * One message as an article. `options.activations` are the groups this message activated,
  * `options.onDecide(call, approved, note)` answers an approval, `options.onElicit(call,
- * action, content)` the form a call's server asks for.
+ * action, content)` the form a call's server asks for; `options.onEdit`, `onRegenerate`,
+ * `onSwitch` and `onSave` the branch actions (`options.question`: the user message whose
+ * answer this message ends, where it ends one; `options.editing`: the editor shows).
  */
 export function messageArticle(message, options = {}) {
   const who = message.role === "user" ? "You" : message.model || "Assistant";
@@ -189,8 +269,13 @@ export function messageArticle(message, options = {}) {
       {},
       h("span", { class: "who", text: who }),
       status ? h("span", { class: `badge badge-${message.status}`, text: status }) : null,
+      branchActions(message, options),
     ),
   );
+  if (options.editing) {
+    article.append(editForm(message, options.onSave, options.onCancelEdit));
+    return article;
+  }
   if (message.reasoning) {
     article.append(
       h(
@@ -263,6 +348,37 @@ export class Log {
     this.dirty = new Set();
     this.frame = 0;
     this.activations = [];
+    this.questions = new Map(); // the last message of each answer -> its user message
+    this.editing = null;
+    this.busy = false;
+  }
+
+  /** Which messages end an answer, and to which question: where "Regenerate" goes. */
+  noteTurns(messages) {
+    this.questions = new Map();
+    let question = null;
+    messages.forEach((message, index) => {
+      if (message.role === "user") question = message;
+      const next = messages[index + 1];
+      if (message.role === "assistant" && question && (!next || next.role === "user")) {
+        this.questions.set(message, question);
+      }
+    });
+  }
+
+  /** Open (or close, with null) the inline editor of a user message. */
+  edit(message) {
+    const previous = this.editing;
+    this.editing = message;
+    if (previous) this.changed(previous);
+    if (message) this.changed(message);
+  }
+
+  /** No branch action while a turn streams: the chat's path must not move under it. */
+  setBusy(busy) {
+    if (busy === this.busy) return;
+    this.busy = busy;
+    for (const message of this.articles.keys()) this.changed(message);
   }
 
   activationsFor(message) {
@@ -274,12 +390,22 @@ export class Log {
       activations: this.activationsFor(message),
       onDecide: this.options.onDecide,
       onElicit: this.options.onElicit,
+      onEdit: (edited) => this.edit(edited),
+      onCancelEdit: () => this.edit(null),
+      onSave: this.options.onSave,
+      onRegenerate: this.options.onRegenerate,
+      onSwitch: this.options.onSwitch,
+      question: this.questions.get(message),
+      editing: this.editing === message,
+      busy: this.busy,
     });
   }
 
   /** Draw a whole conversation afresh; each summary follows the last message it covers. */
   show(messages, activations, summaries = []) {
     this.activations = activations || [];
+    this.editing = null;
+    this.noteTurns(messages);
     this.articles.clear();
     this.dirty.clear();
     clear(this.element);

@@ -394,6 +394,7 @@ function setRunning(running) {
   $("model-picker").disabled = running;
   $("compact").disabled = running;
   $("reset-tools").disabled = running;
+  log?.setBusy(running);
 }
 
 async function newChat() {
@@ -495,6 +496,60 @@ async function send(event) {
     await consume(response, chatId);
   });
   setRunning(Boolean(state.chat?.running));
+}
+
+// ---- branches: edit, regenerate, switch ----------------------------------------------------
+
+/** Start a turn that replaces what follows a point of the conversation: the page shows the
+ * messages before it (and `added`), then the turn's stream. */
+async function branchTurn(kept, added, request) {
+  if (!state.chat || state.running) return;
+  await attempt(async () => {
+    await settled();
+    state.view += 1;
+    const chatId = state.chat.id;
+    setRunning(true);
+    let response;
+    try {
+      response = await request(chatId);
+    } catch (error) {
+      setRunning(false);
+      throw error;
+    }
+    state.messages = added ? [...kept, added] : [...kept];
+    log.show(state.messages, log.activations, state.chat.summaries);
+    await consume(response, chatId);
+  });
+  setRunning(Boolean(state.chat?.running));
+}
+
+/** An edit is a send of the new text under the edited message's parent: a new branch. */
+async function saveEdit(message, content) {
+  const kept = state.messages.slice(0, state.messages.indexOf(message));
+  const user = { id: null, role: "user", content, status: "ok", attachments: [], tool_calls: [], citations: [] };
+  await branchTurn(kept, user, (chatId) =>
+    api.send(chatId, content, [], { parent_id: message.parent_id ?? null }),
+  );
+}
+
+/** A new answer to `question`; the old one stays, a page away. */
+async function regenerate(question) {
+  const kept = state.messages.slice(0, state.messages.indexOf(question) + 1);
+  await branchTurn(kept, null, (chatId) => api.regenerate(chatId, question.id));
+}
+
+/** Show another version of a message: the branch through it. */
+async function switchBranch(message, siblingId) {
+  if (!state.chat || state.running) return;
+  await attempt(async () => {
+    const id = state.chat.id;
+    const chat = await api.switchBranch(id, siblingId);
+    const activations = await api.activations(id);
+    if (state.chat?.id !== id) return;
+    showChat(chat, activations);
+    const versions = message.sibling_ids || [];
+    announce(`Showing version ${versions.indexOf(siblingId) + 1} of ${versions.length}.`);
+  });
 }
 
 async function stop() {
@@ -647,7 +702,13 @@ function dropZone(element) {
 }
 
 async function boot() {
-  log = new Log($("log"), { onDecide: decide, onElicit: answerForm });
+  log = new Log($("log"), {
+    onDecide: decide,
+    onElicit: answerForm,
+    onSave: saveEdit,
+    onRegenerate: regenerate,
+    onSwitch: switchBranch,
+  });
   whenSignedOut(() => showAuth("Your session has ended. Sign in again to continue."));
   $("auth-form").addEventListener("submit", submitAuth);
   $("sign-out").addEventListener("click", signOut);

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import random
 import shutil
@@ -41,7 +40,6 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -58,8 +56,8 @@ from pydantic_ai.messages import (
     ToolCallPart,
 )
 from pydantic_ai.usage import RequestUsage
-from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine
+from turn_overhead import statements
 
 from app.agent.activations import load_anchors
 from app.agent.history import build_history
@@ -177,20 +175,6 @@ async def seed(engine: AsyncEngine, user_id: uuid.UUID, forks: int) -> uuid.UUID
         return chat.id
 
 
-@contextlib.contextmanager
-def counting(engine: AsyncEngine) -> Iterator[list[str]]:
-    seen: list[str] = []
-
-    def record(_conn: Any, _cursor: Any, sql: str, *_rest: Any) -> None:
-        seen.append(sql)
-
-    event.listen(engine.sync_engine, "before_cursor_execute", record)
-    try:
-        yield seen
-    finally:
-        event.remove(engine.sync_engine, "before_cursor_execute", record)
-
-
 async def build(engine: AsyncEngine, chat_id: uuid.UUID) -> int:
     """What a turn reads and builds before its first request; the number of messages built."""
     async with session_factory(engine)() as db:
@@ -255,14 +239,14 @@ async def _measure(
     async with session_factory(engine)() as db:
         for name, chat_id in chats.items():
             assert len(await load_rows(db, chat_id)) == PATH_LENGTH, name
-    statements: dict[str, dict[str, int]] = {"builder": {}, "get": {}}
+    counted: dict[str, dict[str, int]] = {"builder": {}, "get": {}}
     for name, chat_id in chats.items():
-        with counting(engine) as seen:
+        with statements(engine) as seen:
             await build(engine, chat_id)
-        statements["builder"][name] = len(seen)
-        with counting(engine) as seen:
+        counted["builder"][name] = len(seen)
+        with statements(engine) as seen:
             await detail(engine, user_id, chat_id)
-        statements["get"][name] = len(seen)
+        counted["get"][name] = len(seen)
 
     headers = {"Cookie": f"hearth_session={cookie}"}
 
@@ -291,7 +275,7 @@ async def _measure(
             "branchy_ms": round(branchy * 1000, 2),
             "ratio": round(branchy / linear, 3),
             "target": target,
-            "statements": statements[part],
+            "statements": counted[part],
         }
     return figures
 

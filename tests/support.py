@@ -216,19 +216,32 @@ class Client:
         return await self.request("DELETE", url, **kwargs)
 
 
+def sse_events(text: str) -> list[tuple[int | None, str]]:
+    """The events of a server-sent event stream body: (`id`, `data`), comments left out.
+
+    Strict about what hearth sends: each event is an optional `id: n` line and one `data: `
+    line; a comment is a block of its own (`: keep-alive`)."""
+    events: list[tuple[int | None, str]] = []
+    for block in text.split("\n\n"):
+        if not block.strip() or block.startswith(":"):
+            continue
+        lines = block.strip("\n").split("\n")
+        event_id = None
+        if lines[0].startswith("id: "):
+            event_id = int(lines.pop(0)[len("id: ") :])
+        assert len(lines) == 1 and lines[0].startswith("data: "), block
+        events.append((event_id, lines[0][len("data: ") :]))
+    return events
+
+
 def parse_stream(text: str) -> list[dict[str, Any]]:
     """The chunks of a UI message stream body, in order; `[DONE]` becomes `{"type": "[DONE]"}`."""
     import json
 
-    chunks: list[dict[str, Any]] = []
-    for block in text.split("\n\n"):
-        block = block.strip()
-        if not block:
-            continue
-        assert block.startswith("data: "), block
-        payload = block[len("data: ") :]
-        chunks.append({"type": "[DONE]"} if payload == "[DONE]" else json.loads(payload))
-    return chunks
+    return [
+        {"type": "[DONE]"} if payload == "[DONE]" else json.loads(payload)
+        for _, payload in sse_events(text)
+    ]
 
 
 async def wait_until_idle(client: Client, chat_id: str, within: float = 20) -> dict[str, Any]:

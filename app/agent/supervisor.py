@@ -29,9 +29,12 @@ import uuid
 from collections.abc import AsyncIterator
 from datetime import timedelta
 
+from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.agent import leases
+from app.agent.live import LiveTurns
+from app.agent.relay import PostgresRelay
 from app.agent.runtime import TurnRuntime
 from app.agent.turn import Turn, TurnPlan
 from app.core.db.retry import transaction
@@ -50,6 +53,13 @@ class TurnSupervisor:
         self._held: set[str] = set()
         """Owners of leases held by something other than a turn (a summary on request)."""
         self._loop_tasks: list[asyncio.Task[None]] = []
+        self.live = LiveTurns()
+        """The event logs of the turns running here, which readers follow."""
+        self.relay: PostgresRelay | None = None
+        """On PostgreSQL: the turns of other processes, followed through the database."""
+        url = services.settings.database_url
+        if make_url(url).get_backend_name() == "postgresql":
+            self.relay = PostgresRelay(url, self.live, services.clock)
 
     @property
     def lease(self) -> timedelta:
@@ -66,8 +76,12 @@ class TurnSupervisor:
             asyncio.create_task(self._watch(), name="hearth-turn-supervisor"),
             asyncio.create_task(self._sweep(), name="hearth-lease-sweeper"),
         ]
+        if self.relay is not None:
+            self.relay.start()
 
     async def close(self) -> None:
+        if self.relay is not None:
+            await self.relay.close()
         for loop in self._loop_tasks:
             loop.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -82,7 +96,7 @@ class TurnSupervisor:
 
     def launch(self, plan: TurnPlan) -> Turn:
         """Run a turn whose lease the caller acquired; it owns the lease from now on."""
-        turn = Turn(self.services, plan)
+        turn = Turn(self.services, plan, self.live.open(plan.chat_id, plan.owner))
         self._turns[plan.owner] = turn
         turn.task = asyncio.create_task(self._run(turn), name=f"hearth-turn-{plan.chat_id}")
         return turn
@@ -99,6 +113,7 @@ class TurnSupervisor:
                 log.exception("releasing the chat %s failed", turn.plan.chat_id)
             finally:
                 turn.end_stream()
+                self.live.close(turn.log)
 
     async def _release(self, plan: TurnPlan) -> None:
         async def release(db: AsyncSession) -> None:

@@ -1,8 +1,9 @@
 """One turn: the agent run that answers a user message, stored and streamed as it happens.
 
 The turn runs in a task of its own, detached from the HTTP request that started it, so a client
-that disconnects cancels nothing: the turn runs to its end and everything is stored. The HTTP
-response only listens to the turn's outbox while the client stays.
+that disconnects cancels nothing: the turn runs to its end and everything is stored. Its events
+go to its log (`app.agent.live`), which the HTTP response follows while the client stays, as does
+any other reader (a reload, another tab, another worker).
 
 Each turn is a pydantic-ai run over the history the builder made from the stored rows, with its
 capabilities: the recorder (rows for every round, tool call and piece of evidence), the request
@@ -57,6 +58,7 @@ from app.agent.capabilities.recorder import Recorder
 from app.agent.capabilities.request_log import RequestLog
 from app.agent.capabilities.request_shape import RequestShape
 from app.agent.history import build_history
+from app.agent.live import DONE_EVENT, Reader, TurnLog
 from app.agent.partial import Mark, SentText
 from app.agent.rows import StoredMessage, load_rows
 from app.agent.runtime import TurnRuntime
@@ -154,21 +156,21 @@ def end_status(error: BaseException, streamed: bool) -> str:
     return "incomplete" if streamed else "failed"
 
 
-DONE_EVENT = "data: [DONE]\n\n"
-"""How the UI message stream's last event is written."""
-
-
 class Turn:
-    def __init__(self, services: TurnRuntime, plan: TurnPlan) -> None:
+    def __init__(self, services: TurnRuntime, plan: TurnPlan, log: TurnLog) -> None:
         self.services = services
         self.plan = plan
+        self.log = log
+        """Every event of the turn's stream, which each of its readers follows."""
         self.cancellation = CancellationToken()
         self.stop_requested = False
-        self._outbox: asyncio.Queue[tuple[str, Mark | None] | None] = asyncio.Queue()
-        self._listening = True
+        self._marks: list[Mark | None] = []
+        """For each event of the log, how much of the open round it covers (if it is text)."""
+        self._response: Reader | None = None
+        """The reader of the response that started the turn (or that an answer continued)."""
+        self._response_from = 0
+        """Where that response's stream starts in the log."""
         self._sent = SentText()
-        self._delivered: Mark | None = None
-        """How much of the open round the response has handed to the server."""
         self._saved: Mark | None = None
         """How much of it the supervisor has written to the round's row."""
         self._done: str | None = None
@@ -201,78 +203,62 @@ class Turn:
         self._reopen()
         return self.asking.answer(elicitation_id, answer)
 
-    async def listen(self) -> AsyncIterator[str]:
-        """The stream for the HTTP response; a client that leaves does not stop the turn.
+    def listen(self) -> Reader:
+        """The reader for the HTTP response; a client that leaves does not stop the turn."""
+        self._response = self.log.follow(self._response_from)
+        return self._response
 
-        Events already waiting when the response asks for the next one go out together, in one
-        write: a busy server sends a batch where it would send each event through every ASGI
-        layer and the socket on its own, and an idle one still sends each event as it comes.
-        """
-        outbox = self._outbox
-        try:
-            while (item := await outbox.get()) is not None:
-                chunk, mark = item
-                if outbox.empty():
-                    yield chunk
-                    self._delivered = mark or self._delivered  # the server has taken it
-                    continue
-                batch, ended = [chunk], False
-                while not outbox.empty():
-                    waiting = outbox.get_nowait()
-                    if waiting is None:
-                        ended = True
-                        break
-                    batch.append(waiting[0])
-                    mark = waiting[1] or mark
-                yield "".join(batch)
-                self._delivered = mark or self._delivered
-                if ended:
-                    return
-        finally:
-            if self._outbox is outbox:  # not a response the turn has handed over from
-                self._listening = False
+    @property
+    def _listening(self) -> bool:
+        return self._response is not None and self._response.following
 
     def _emit(self, chunk: str, mark: Mark | None = None) -> None:
         if chunk == DONE_EVENT:
             self._done = chunk
-        elif self._listening:
-            self._outbox.put_nowait((chunk, mark))
+            return
+        self._marks.append(mark)
+        self.log.append(chunk)
 
     def _hand_over(self, encode: TurnEventStream) -> None:
         """End the response after the form it just carried (`finish`, `[DONE]`): the call waits
         for the user, and the request that answers continues the stream (`_reopen`)."""
-        outbox = self._outbox
-        outbox.put_nowait((encode.encode_event(FinishChunk()), None))
-        outbox.put_nowait((DONE_EVENT, None))
-        outbox.put_nowait(None)
-        self._outbox = asyncio.Queue()
-        self._listening = False
+        self._emit(encode.encode_event(FinishChunk()))
+        self._marks.append(None)
+        self.log.append(DONE_EVENT)
 
     def _reopen(self) -> None:
         """A new response for the rest of the turn, from `start` of the same message."""
-        self._outbox = asyncio.Queue()
-        self._listening = True
+        self._response_from = len(self.log)
         if self._encode is not None:
             start = StartChunk(message_id=self._encode.server_message_id)
-            self._outbox.put_nowait((self._encode.encode_event(start), None))
+            self._emit(self._encode.encode_event(start))
 
     def unsaved(self) -> Mark | None:
         """How much of the open round its row should hold, when that is more than it holds:
         what the client was sent (`app.agent.partial`), or all of it once the client left."""
-        mark = self._delivered if self._listening else self._sent.mark()
+        mark = self._delivered() if self._listening else self._sent.mark()
         return None if mark is None or mark == self._saved else mark
+
+    def _delivered(self) -> Mark | None:
+        """How much of the open round the response has handed to the server."""
+        taken = self._response.delivered if self._response is not None else 0
+        for position in range(taken - 1, -1, -1):
+            if (mark := self._marks[position]) is not None:
+                return mark
+        return None
 
     def saved(self, mark: Mark) -> None:
         """The supervisor wrote the round's row up to `mark`."""
         self._saved = mark
 
     def end_stream(self) -> None:
-        """End the response: `[DONE]`, then nothing more. Called once the turn has stored its
+        """End the stream: `[DONE]`, then nothing more. Called once the turn has stored its
         end and released the chat's lease, so a client that sends its next message the moment
         it reads `[DONE]` finds the chat free, never a 409 from the turn it just read."""
-        if self._done is not None and self._listening:
-            self._outbox.put_nowait((self._done, None))
-        self._outbox.put_nowait(None)
+        if self._done is not None:
+            self._marks.append(None)
+            self.log.append(self._done)
+        self.log.end()
 
     # -- the run -----------------------------------------------------------------------------
 

@@ -13,8 +13,8 @@ import uuid
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from app.agent.stream import STREAM_HEADERS
 from app.api.deps import Auth, DbSession, ServicesDep
+from app.api.event_stream import EventStreamResponse
 from app.api.stream_schema import STREAM_RESPONSE
 from app.chats import service
 from app.chats.schemas import ApprovalsIn, WaitingOut
@@ -41,6 +41,4 @@ async def answer_approvals(
     resumed = await service.answer_approvals(services, db, auth.user.id, chat_id, decisions)
     if isinstance(resumed, list):
         return JSONResponse({"pending": resumed}, status_code=202)
-    return StreamingResponse(
-        resumed.listen(), media_type="text/event-stream", headers=STREAM_HEADERS
-    )
+    return EventStreamResponse(resumed.listen())

@@ -11,8 +11,8 @@ import uuid
 from fastapi import APIRouter, Response
 from fastapi.responses import StreamingResponse
 
-from app.agent.stream import STREAM_HEADERS
 from app.api.deps import Auth, DbSession, ServicesDep
+from app.api.event_stream import EventStreamResponse
 from app.api.stream_schema import STREAM_RESPONSE
 from app.chats import service
 from app.chats.schemas import ActiveIn, ChatDetailOut, RegenerateIn
@@ -34,7 +34,7 @@ async def regenerate(
     turn = await service.regenerate(
         services, db, auth.user.id, chat_id, body.message_id, body.model
     )
-    return StreamingResponse(turn.listen(), media_type="text/event-stream", headers=STREAM_HEADERS)
+    return EventStreamResponse(turn.listen())
 
 
 @router.put(

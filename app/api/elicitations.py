@@ -13,8 +13,8 @@ import uuid
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from app.agent.stream import STREAM_HEADERS
 from app.api.deps import Auth, DbSession, ServicesDep
+from app.api.event_stream import EventStreamResponse
 from app.api.stream_schema import STREAM_RESPONSE
 from app.chats import service
 from app.chats.schemas import ElicitationAnsweredOut, ElicitationIn
@@ -46,6 +46,4 @@ async def answer_elicitation(
     if isinstance(answered, service.Elicited):
         out = ElicitationAnsweredOut(elicitation_id=body.elicitation_id, action=answered.action)
         return JSONResponse(out.model_dump(), status_code=202)
-    return StreamingResponse(
-        answered.listen(), media_type="text/event-stream", headers=STREAM_HEADERS
-    )
+    return EventStreamResponse(answered.listen())

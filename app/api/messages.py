@@ -7,8 +7,8 @@ import uuid
 from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
 
-from app.agent.stream import STREAM_HEADERS
 from app.api.deps import Auth, DbSession, ServicesDep
+from app.api.event_stream import EventStreamResponse
 from app.api.stream_schema import STREAM_RESPONSE
 from app.chats import service
 from app.chats.schemas import MessageIn, StopOut
@@ -36,7 +36,7 @@ async def send_message(
     turn = await service.send_message(
         services, db, auth.user.id, chat_id, body.content, body.attachments, body.model, parent
     )
-    return StreamingResponse(turn.listen(), media_type="text/event-stream", headers=STREAM_HEADERS)
+    return EventStreamResponse(turn.listen())
 
 
 @router.post(

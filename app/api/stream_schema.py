@@ -263,6 +263,11 @@ EVENT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": ["data"],
     "properties": {
+        "id": {
+            "description": "The event's number in the turn, from 1 (for `Last-Event-ID`).",
+            "type": "string",
+            "pattern": "^[0-9]+$",
+        },
         "data": {
             "type": "string",
             "anyOf": [

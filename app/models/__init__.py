@@ -3,6 +3,7 @@
 from app.models.chats import ActivatedTool, Chat, ChatLlmTool, ChatSummary, Message
 from app.models.installation import Installation
 from app.models.knowledge import ChatEvidence, KnowledgeChunk
+from app.models.live import LiveEvent
 from app.models.llm import LlmRequest
 from app.models.mcp import McpConnection
 from app.models.uploads import Upload
@@ -17,6 +18,7 @@ __all__ = [
     "ChatSummary",
     "Installation",
     "KnowledgeChunk",
+    "LiveEvent",
     "LlmRequest",
     "LoginFailure",
     "McpConnection",

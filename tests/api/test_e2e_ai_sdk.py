@@ -26,7 +26,10 @@ from typing import Any
 
 import pytest
 
-from tests.support import IN_CI, ROOT, Client, wait_until_idle
+from app.llm.registry import ModelRegistry
+from tests.fakes.providers import FakeProviderServer, Reply
+from tests.provider_setup import MODEL_IDS
+from tests.support import IN_CI, ROOT, Client, parse_stream, wait_until_idle
 
 pytestmark = pytest.mark.usefixtures("services")
 
@@ -184,3 +187,49 @@ async def test_the_ai_sdk_regenerate_asks_hearth_for_a_new_answer(
     assert [m["id"] for m in stored] == [question["id"], *new_ids]
     assert stored[1]["sibling_ids"] == [first_ids[0], new_ids[0]]
     assert stored[1]["parent_id"] == question["id"]
+
+
+async def test_the_ai_sdk_resumes_a_turn_in_the_middle(
+    server: tuple[str, Any],
+    user: Client,
+    fakes: dict[str, FakeProviderServer],
+    registry: ModelRegistry,
+    catalogue: Any,
+) -> None:
+    """A page reloaded mid-turn: a new chat's `resumeStream()`, through
+    `prepareReconnectToStreamRequest`, reads the running turn from its `start` and folds the
+    whole answer, while the client that sent it is still reading."""
+    base_url, _ = server
+    node_or_skip()
+    fake = fakes["openai"]
+    text = "Resumed in the middle of it. " * 8
+    fake.script(Reply(text=text, chunk_chars=6, token_interval=0.03))
+    chat_id = (await user.post("/api/chats", json={"model": MODEL_IDS["openai"]})).json()["id"]
+    async with user.http.stream(
+        "POST",
+        f"/api/chats/{chat_id}/messages",
+        json={"content": "Go"},
+        headers={"X-CSRF-Token": user.csrf or ""},
+    ) as response:
+        body = ""
+        pieces = response.aiter_text()
+        async for piece in pieces:
+            body += piece
+            if body.count('"text-delta"') >= 5:
+                break  # the turn is under way: the page reloads here
+        resumed = asyncio.create_task(drive_turn(base_url, user, chat_id, "", "--resume"))
+        body += "".join([piece async for piece in pieces])
+    report = await resumed
+
+    assert report["errors"] == [] and report["status"] == "ready" and report["done"] is True
+    [request] = report["requests"]
+    assert request == {"url": f"{base_url}/api/chats/{chat_id}/stream", "body": None}
+    assert report["response"]["uiMessageStream"] == "v1"
+    posted = [c for c in parse_stream(body) if c["type"] != "[DONE]"]
+    assert report["chunks"] == posted  # the whole turn, replayed from its `start`
+    [answer] = report["messages"]
+    assert answer["role"] == "assistant" and answer == report["message"]
+    said = "".join(p["text"] for p in answer["parts"] if p["type"] == "text")
+    assert said == text
+    stored = (await wait_until_idle(user, chat_id))["messages"]
+    assert stored[-1]["content"] == text

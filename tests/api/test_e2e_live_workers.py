@@ -72,19 +72,21 @@ async def test_a_turn_in_the_other_worker_is_followed_here(
     held = asyncio.Event()
     fake.script(Reply(text="from over there " * 10, chunk_chars=4, hold=held))
     chat_id = await new_chat(user)
-    async with there(user, other_worker) as remote:
-        async with remote.stream(
+    async with (
+        there(user, other_worker) as remote,
+        remote.stream(
             "POST",
             f"/api/chats/{chat_id}/messages",
             json={"content": "Run it there"},
             headers={"X-CSRF-Token": user.csrf or ""},
-        ) as response:
-            post = Events(response)
-            await post.until(2)
-            tasks = [asyncio.create_task(follow(user.http, chat_id)) for _ in range(3)]
-            await asyncio.sleep(0.3)  # the readers attach while the model has said nothing
-            held.set()
-            events = await post.rest()
+        ) as response,
+    ):
+        post = Events(response)
+        await post.until(2)
+        tasks = [asyncio.create_task(follow(user.http, chat_id)) for _ in range(3)]
+        await asyncio.sleep(0.3)  # the readers attach while the model has said nothing
+        held.set()
+        events = await post.rest()
     numbered(events)
     for task in tasks:
         assert sse_events(await task) == events

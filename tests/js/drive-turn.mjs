@@ -16,9 +16,13 @@
 // `/regenerate` with the question's hearth id, read off the answer's `data-user-message` part
 // and passed in the call's `body` (docs/http-api.md, "The stream").
 //
+// With `--resume`, nothing is sent: a chat that has just been opened (a reload in the middle of a
+// turn) calls `resumeStream()`, whose `prepareReconnectToStreamRequest` points the transport at
+// hearth's `GET /api/chats/{id}/stream`; the SDK folds the running turn from its `start`.
+//
 // Usage:
 //   node drive-turn.mjs --base-url http://127.0.0.1:8000 --cookie 'hearth_session=...; ...' \
-//     --csrf TOKEN --chat-id CHAT_ID --content 'Hello' [--regenerate]
+//     --csrf TOKEN --chat-id CHAT_ID --content 'Hello' [--regenerate | --resume]
 //
 // Prints one JSON object: {response, chunks, done, message, messages, status, errors, requests}
 // (with `--regenerate`, also `first`: the chunks of the first turn; `chunks` are the new
@@ -48,10 +52,11 @@ function readOptions() {
       content: { type: 'string' },
       'timeout-ms': { type: 'string', default: '60000' },
       regenerate: { type: 'boolean', default: false },
+      resume: { type: 'boolean', default: false },
     },
     strict: true,
   });
-  for (const name of ['base-url', 'chat-id', 'content']) {
+  for (const name of ['base-url', 'chat-id', ...(values.resume ? [] : ['content'])]) {
     if (values[name] === undefined) {
       process.stderr.write(`missing --${name}\n`);
       process.exit(2);
@@ -138,7 +143,8 @@ function describeError(error) {
 async function main() {
   const options = readOptions();
   const base = options['base-url'].replace(/\/+$/, '');
-  const api = `${base}/api/chats/${encodeURIComponent(options['chat-id'])}/messages`;
+  const chatPath = `${base}/api/chats/${encodeURIComponent(options['chat-id'])}`;
+  const api = `${chatPath}/messages`;
 
   const chunks = [];
   const errors = [];
@@ -200,6 +206,7 @@ async function main() {
             headers,
           }
         : { body: hearthBody(messages), headers },
+    prepareReconnectToStreamRequest: ({ headers }) => ({ api: `${chatPath}/stream`, headers }),
   });
 
   let chatError;
@@ -221,7 +228,11 @@ async function main() {
   }, timeoutMs);
   let first;
   try {
-    await chat.sendMessage({ text: options.content });
+    if (options.resume) {
+      await chat.resumeStream();
+    } else {
+      await chat.sendMessage({ text: options.content });
+    }
     await audit;
     if (options.regenerate) {
       first = chunks.splice(0);

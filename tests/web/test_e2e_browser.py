@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import io
 import re
+import uuid
 from typing import Any
 
 import pytest
@@ -965,3 +966,108 @@ async def test_edit_regenerate_and_page_through_the_versions(
     assert [m["content"] for m in regenerated if m["role"] == "user"][-1] == (
         "How many live in France?"
     )
+
+
+def stream_requests(page: Any) -> list[dict[str, Any]]:
+    """Record the page's requests for a running turn's stream (with their `Last-Event-ID`)."""
+    seen: list[dict[str, Any]] = []
+
+    def note(request: Any) -> None:
+        if request.url.endswith("/stream"):
+            seen.append({"method": request.method, "last": request.headers.get("last-event-id")})
+
+    page.on("request", note)
+    return seen
+
+
+def chat_reads(page: Any) -> list[str]:
+    """Record the page's reads of a whole chat (what the once-a-second poll used to make)."""
+    seen: list[str] = []
+    pattern = re.compile(r"/api/chats/[0-9a-f-]{36}$")
+    page.on("request", lambda r: seen.append(r.url) if pattern.search(r.url) else None)
+    return seen
+
+
+@pytest.mark.usefixtures("registry")
+async def test_a_reload_in_the_middle_of_a_turn_keeps_streaming_it(
+    tab: Tab, user: Client, fakes: dict[str, FakeProviderServer]
+) -> None:
+    slow = "word " * 100
+    fakes["openai"].script(Reply(text=slow, token_interval=0.04, chunk_chars=5))
+    page = await sign_in_as(tab, user)
+    await choose_model(page, MODEL_IDS["openai"])
+    await ask(page, "Talk slowly, then reload")
+    reply = page.get_by_role("log").get_by_role("article").nth(1)
+    await expect(reply).to_contain_text("word word word")
+
+    await page.reload()
+    streams, reads = stream_requests(page), chat_reads(page)
+    await page.locator("#app[aria-busy=false]").wait_for()
+    await record_text_growth(page)
+    reply = page.get_by_role("log").get_by_role("article").nth(1)
+    await expect(page.get_by_role("button", name="Stop")).to_be_visible()
+    await expect(reply.locator(".body")).to_have_text(slow.strip())
+    await turn_drawn(page)
+    lengths = await page.evaluate("window.__lengths")
+    assert len(set(lengths)) > 5, lengths  # it grew as the words came, not all at once
+    assert streams[0] == {"method": "GET", "last": None}  # the turn, replayed from its start
+    assert len(reads) <= 3, reads  # no poll: the page read the chat on load and after the end
+    chat = await chat_of(user)
+    assert chat["messages"][-1]["content"] == slow
+
+
+@pytest.mark.usefixtures("registry")
+async def test_a_second_tab_on_the_same_chat_shows_the_turn_live(
+    tab: Tab, user: Client, fakes: dict[str, FakeProviderServer]
+) -> None:
+    fake = fakes["openai"]
+    slow = "live in both tabs " * 25
+    fake.script(Reply(text="First."), Reply(text=slow, token_interval=0.04, chunk_chars=6))
+    page = await sign_in_as(tab, user)
+    await choose_model(page, MODEL_IDS["openai"])
+    await ask(page, "Hello")
+    await expect(page.get_by_role("log").get_by_role("article").nth(1)).to_contain_text("First.")
+    await turn_drawn(page)
+
+    other = Tab(await page.context.new_page(), tab.base_url)
+    second = await other.open()
+    await second.locator("#app[aria-busy=false]").wait_for()
+    await expect(second.get_by_role("log").get_by_role("article")).to_have_count(2)
+    await record_text_growth(second)
+    reads = chat_reads(second)
+
+    await ask(page, "Talk to both of us")
+    answer = second.get_by_role("log").get_by_role("article").nth(3)
+    await expect(second.get_by_role("button", name="Stop")).to_be_visible()
+    await expect(answer.locator(".body")).to_have_text(slow.strip())
+    await expect(second.get_by_role("button", name="Send")).to_be_enabled()
+    lengths = await second.evaluate("window.__lengths")
+    assert len(set(lengths)) > 5, lengths  # the second tab saw it grow
+    assert len(reads) <= 2, reads
+    await turn_drawn(page)
+    assert other.errors == []
+
+
+@pytest.mark.usefixtures("registry")
+async def test_a_dropped_stream_reconnects_with_last_event_id_by_itself(
+    tab: Tab, user: Client, fakes: dict[str, FakeProviderServer], services: Services
+) -> None:
+    slow = "again " * 80
+    fakes["openai"].script(Reply(text=slow, token_interval=0.04, chunk_chars=6))
+    page = await sign_in_as(tab, user)
+    await choose_model(page, MODEL_IDS["openai"])
+    streams = stream_requests(page)
+    await ask(page, "Keep going")
+    reply = page.get_by_role("log").get_by_role("article").nth(1)
+    await expect(reply).to_contain_text("again again again")
+    chats = (await user.get("/api/chats")).json()["items"]
+    log = services.turns.live.get(uuid.UUID(chats[0]["id"]))
+    assert log is not None and log.readers == 1
+    for reader in list(log._readers):
+        reader.cut()  # the server drops the page's connection, as a proxy or a lag cut would
+    await expect(reply.locator(".body")).to_have_text(slow.strip())
+    await turn_drawn(page)
+    assert streams and streams[0]["method"] == "GET"
+    assert int(streams[0]["last"]) > 3  # it asked only for what it had not seen
+    assert (await chat_of(user))["messages"][-1]["content"] == slow
+    assert not await page.get_by_role("alert").filter(has_text="dropped").count()

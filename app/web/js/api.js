@@ -102,6 +102,27 @@ export async function streamRequest(path, body) {
 }
 
 /**
+ * Follow the chat's running turn (`GET /api/chats/{id}/stream`): every event after `lastEventId`
+ * (all of them from 0). Resolves to the Response, or null when no turn runs (204).
+ */
+export async function followStream(chatId, lastEventId = 0) {
+  let response;
+  try {
+    response = await fetch(`/api/chats/${encodeURIComponent(chatId)}/stream`, {
+      credentials: "same-origin",
+      headers: {
+        Accept: "text/event-stream",
+        ...(lastEventId ? { "Last-Event-ID": String(lastEventId) } : {}),
+      },
+    });
+  } catch {
+    throw new ApiError(0, "The server cannot be reached; check the connection and try again.");
+  }
+  if (!response.ok) throw await failure(response);
+  return response.status === 204 ? null : response;
+}
+
+/**
  * Upload files as one multipart request, reporting progress (fetch cannot report upload
  * progress, XMLHttpRequest can). Resolves to the created uploads.
  */
@@ -169,6 +190,8 @@ export const api = {
       attachments,
       ...branch,
     }),
+  /** The running turn from after event `lastEventId`, or null when none runs. */
+  follow: (id, lastEventId) => followStream(id, lastEventId),
   /** A new answer to the user message `messageId`, streamed like a send. */
   regenerate: (id, messageId) =>
     streamRequest(`/api/chats/${encodeURIComponent(id)}/regenerate`, { message_id: messageId }),

@@ -6,7 +6,7 @@ import { ApiError, api, upload, whenSignedOut } from "./api.js";
 import { Log } from "./conversation.js";
 import { announce, clear, formatSize, h, itemAction } from "./dom.js";
 import { filesPanel, toolsPanel } from "./panels.js";
-import { TurnFold, chunks } from "./stream.js";
+import { TurnFold, chunks, streamPosition } from "./stream.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -19,7 +19,8 @@ const state = {
   messages: [],
   running: false, // a turn of the open chat is streaming or running on the server
   pending: [], // attachments: {file, progress, upload, error}
-  poll: 0,
+  following: null, // the chat whose running turn this page is reading
+  retry: 0, // a timer asking again for a turn the server said runs but could not stream yet
   modelChange: null, // a model switch on its way to the server; a send waits for it
   switching: null, // a chat being opened or created; a send waits for it, to go where the reader is
   view: 0, // bumped by each navigation and send: a chat load that finishes late is dropped
@@ -60,7 +61,7 @@ async function attempt(action) {
 // ---- sign in / sign up ---------------------------------------------------------------------
 
 function showAuth(message = "") {
-  stopPolling();
+  stopRetry();
   state.user = null;
   state.chat = null;
   $("app").hidden = true;
@@ -277,7 +278,7 @@ function confirmDelete(item, chat) {
 // ---- the open chat -------------------------------------------------------------------------
 
 function startBlank() {
-  stopPolling();
+  stopRetry();
   state.chat = null;
   state.messages = [];
   $("chat-title").textContent = "New chat";
@@ -296,8 +297,8 @@ function showChat(chat, activations) {
   drawChatActions(activations);
   drawChats();
   drawModels();
-  setRunning(Boolean(chat.running));
-  if (chat.running) startPolling();
+  setRunning(Boolean(chat.running) || state.following === chat.id);
+  if (chat.running && state.following !== chat.id) followTurn(chat.id);
 }
 
 /** Note a chat switch in flight: a message sent meanwhile goes to the chat it opens. */
@@ -318,7 +319,7 @@ async function settled() {
 }
 
 async function openChat(id) {
-  stopPolling();
+  stopRetry();
   const view = ++state.view;
   await switching(async () => {
     const [chat, activations] = await Promise.all([api.chat(id), api.activations(id)]);
@@ -365,26 +366,43 @@ async function resetTools() {
   });
 }
 
-/** A turn running on the server that this page is not streaming (opened mid-turn). */
-function startPolling() {
-  stopPolling();
-  state.poll = setInterval(() => {
-    if (!state.chat) return stopPolling();
-    api.chat(state.chat.id).then(
-      (chat) => {
-        if (!chat.running) {
-          stopPolling();
-          reload().catch(showError);
-        }
-      },
-      () => stopPolling(),
-    );
-  }, 1000);
+/**
+ * Read the chat's running turn, which this page did not start: the page was opened or reloaded
+ * in the middle of it, or another tab started it. The stream replays it from its start.
+ */
+async function followTurn(chatId) {
+  stopRetry();
+  let response;
+  try {
+    response = await api.follow(chatId);
+  } catch {
+    response = undefined;
+  }
+  if (state.chat?.id !== chatId || state.following === chatId) return response?.body?.cancel();
+  if (!response) {
+    // No stream (204: the turn has just ended, or it runs where this server cannot follow it):
+    // show what is stored, and ask again in a while if the chat still says a turn runs.
+    await reload().catch(showError);
+    if (state.chat?.id === chatId && state.chat.running && !state.following) {
+      state.retry = setTimeout(() => followTurn(chatId), 2000);
+    }
+    return;
+  }
+  await consume(response, chatId, { started: false });
 }
 
-function stopPolling() {
-  if (state.poll) clearInterval(state.poll);
-  state.poll = 0;
+function stopRetry() {
+  if (state.retry) clearTimeout(state.retry);
+  state.retry = 0;
+}
+
+/** Tabs of this browser tell each other when one starts a turn, so the others follow it. */
+const tabs = "BroadcastChannel" in window ? new BroadcastChannel("hearth-turns") : null;
+if (tabs) {
+  tabs.onmessage = (event) => {
+    const chatId = event.data?.chat;
+    if (chatId && state.chat?.id === chatId && state.following !== chatId) followTurn(chatId);
+  };
 }
 
 function setRunning(running) {
@@ -404,7 +422,7 @@ async function newChat() {
       const chat = await api.createChat($("model-picker").value || undefined);
       state.chats.unshift(chat);
       if (view !== state.view) return drawChats(); // the reader went elsewhere meanwhile
-      stopPolling();
+      stopRetry();
       showChat({ ...chat, messages: [], running: false }, []);
       $("composer-input").focus();
       announce("New chat started.");
@@ -414,22 +432,56 @@ async function newChat() {
 
 // ---- sending and streaming -----------------------------------------------------------------
 
-/** Draw a turn's stream into chat `chatId`, for as long as that chat is the open one. */
-async function consume(response, chatId) {
+const RECONNECTS = 6;
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * Draw a turn's stream into chat `chatId`, for as long as that chat is the open one. A
+ * connection that drops before `[DONE]` asks for the rest by itself (`Last-Event-ID`), a few
+ * times, waiting longer each time; a stream this page started is announced to its other tabs.
+ */
+async function consume(response, chatId, { started = true } = {}) {
   if (state.chat?.id !== chatId) return response.body?.cancel(); // it runs on without a reader
-  const fold = new TurnFold(state.messages, (message) => log.changed(message), state.chat.model);
+  if (started) tabs?.postMessage({ chat: chatId });
+  const redraw = () => log.show(state.messages, log.activations, state.chat?.summaries);
+  const fold = new TurnFold(state.messages, (message) => log.changed(message), state.chat.model, redraw);
+  const position = streamPosition();
+  state.following = chatId;
   setRunning(true);
+  let lost = false;
   try {
-    for await (const chunk of chunks(response)) {
-      if (state.chat?.id !== chatId) break; // the reader moved to another chat; it runs on
-      fold.apply(chunk);
-      if (chunk.type === "data-activation") {
-        log.activations.push({ kind: "group", message_id: chunk.data.message_id, groups: chunk.data.groups });
+    for (let attempt = 0; response; ) {
+      const before = position.lastId;
+      try {
+        for await (const chunk of chunks(response, position)) {
+          if (state.chat?.id !== chatId) break; // the reader moved to another chat; it runs on
+          fold.apply(chunk);
+          if (chunk.type === "data-activation") {
+            log.activations.push({ kind: "group", message_id: chunk.data.message_id, groups: chunk.data.groups });
+          }
+        }
+      } catch {
+        // the connection dropped: ask for the rest below
       }
+      if (position.done || state.chat?.id !== chatId) break;
+      if (position.lastId > before) attempt = 0; // it got somewhere: a fresh set of tries
+      response = null;
+      while (!response && attempt < RECONNECTS && state.chat?.id === chatId) {
+        await sleep(Math.min(4000, 250 * 2 ** attempt));
+        attempt += 1;
+        try {
+          response = await api.follow(chatId, position.lastId);
+          if (!response) break; // 204: the turn has ended; what is stored is the rest
+        } catch {
+          response = null;
+        }
+      }
+      lost = !response && attempt >= RECONNECTS;
     }
-  } catch {
-    showError("The connection dropped while the reply streamed; showing what was stored.");
+  } finally {
+    if (state.following === chatId) state.following = null;
   }
+  if (lost) showError("The connection dropped while the reply streamed; showing what was stored.");
   if (fold.error) showError(fold.error);
   if (state.chat?.id === chatId) {
     await reload();
@@ -728,6 +780,10 @@ async function boot() {
     event.target.value = "";
   });
   document.addEventListener("keydown", keys);
+  // A tab shown again looks at its chat: a turn another device started there is followed.
+  document.addEventListener("visibilitychange", () => {
+    if (!document.hidden && state.chat && !state.following) reload().catch(() => {});
+  });
   dropZone(document.querySelector(".main"));
   try {
     await showApp(await api.me());

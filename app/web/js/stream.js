@@ -1,10 +1,17 @@
 // Reading the Vercel AI SDK UI message stream without the SDK: `data: {json}` events, one per
-// blank-line-separated block, ending with `data: [DONE]`. `TurnFold` folds the chunks into
+// blank-line-separated block, each with its `id:` (its number in the turn), ending with
+// `data: [DONE]`. The reader's `position` keeps the last id seen and whether `[DONE]` came, so
+// a dropped connection can ask for the rest with `Last-Event-ID`. `TurnFold` folds the chunks into
 // messages of the same shape `GET /api/chats/{id}` answers (each model round its own assistant
 // message, tool calls under it), so one renderer draws both the live turn and stored history.
 
+/** Where a reader of a turn's stream stands: the last event id it got, and whether it ended. */
+export function streamPosition() {
+  return { lastId: 0, done: false };
+}
+
 /** Yields each chunk of a UI message stream response as a parsed object. */
-export async function* chunks(response) {
+export async function* chunks(response, position = streamPosition()) {
   const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
   let buffer = "";
   try {
@@ -16,13 +23,18 @@ export async function* chunks(response) {
       while ((cut = buffer.indexOf("\n\n")) >= 0) {
         const block = buffer.slice(0, cut);
         buffer = buffer.slice(cut + 2);
+        const id = block.split("\n").find((line) => line.startsWith("id:"));
+        if (id) position.lastId = Number(id.slice(3).trim()) || position.lastId;
         const data = block
           .split("\n")
           .filter((line) => line.startsWith("data:"))
           .map((line) => line.slice(5).trimStart())
           .join("\n");
         if (!data) continue;
-        if (data === "[DONE]") return;
+        if (data === "[DONE]") {
+          position.done = true;
+          return;
+        }
         try {
           yield JSON.parse(data);
         } catch {
@@ -56,10 +68,13 @@ export class TurnFold {
    * @param {object[]} messages the conversation, changed in place
    * @param {(message: object) => void} changed called with each message that changed
    * @param {string} model the chat's model id, shown on new rounds
+   * @param {() => void} redraw called when messages were taken out: a turn followed from its
+   *   start (a reload, another tab) replaces what the page had drawn of it
    */
-  constructor(messages, changed, model) {
+  constructor(messages, changed, model, redraw = () => {}) {
     this.messages = messages;
     this.changed = changed;
+    this.redraw = redraw;
     this.model = model;
     this.current = null;
     this.activations = [];
@@ -116,9 +131,22 @@ const HANDLERS = {
     if (user) {
       user.id = chunk.data.id;
       fold.changed(user);
+      return;
+    }
+    // A turn followed from its start: what the page had of it is drawn again from the stream.
+    const at = fold.messages.findIndex((m) => m.id === chunk.data.id);
+    if (at >= 0 && at < fold.messages.length - 1) {
+      fold.messages.splice(at + 1);
+      fold.redraw();
     }
   },
   "data-assistant-message": (fold, chunk) => {
+    const stored = fold.messages.findIndex((m) => m.id === chunk.data.id);
+    if (stored >= 0) {
+      fold.messages.splice(stored); // the stored part of a round the stream now replays
+      fold.current = null;
+      fold.redraw();
+    }
     if (fold.current && fold.current.status === "streaming") fold.current.status = "ok";
     if (fold.current) fold.changed(fold.current);
     fold.current = assistantMessage(chunk.data.id, fold.model);

@@ -89,6 +89,8 @@ def _parse_head(head: bytes) -> tuple[int, list[tuple[str, str]], int | None, bo
             length = int(value)
         elif lowered == "transfer-encoding" and "chunked" in value.lower():
             chunked = True
+    if status in (204, 304) or status < 200:
+        length = 0  # a response with no body, whatever its headers say
     return status, headers, length, chunked
 
 

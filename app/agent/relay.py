@@ -55,6 +55,11 @@ KEEP_SECONDS: Final = 60.0
 FIRST_EVENT_SECONDS: Final = 5.0
 """How long a new remote reader waits for the turn's first event before it is answered."""
 RECONNECT_SECONDS: Final = 1.0
+BATCH_SECONDS: Final = 0.005
+"""The least time between two writes (and between two reads) of one process: an event after a
+quiet spell goes at once, and under load each statement carries what came meanwhile. Measured
+(bench/live.py, 100 turns): without it, writing every event as soon as the last write ended cost
+the turn's worker 18 ms of CPU per turn of 111 events, a quarter of the turn's own cost."""
 
 INSERT_AND_NOTIFY: Final = """
 WITH added AS (
@@ -224,6 +229,7 @@ class PostgresRelay:
             except BaseException:
                 self._rows[:0], self._ended[:0], self._asked[:0] = rows, ended, asked
                 raise
+            await asyncio.sleep(BATCH_SECONDS)
 
     # -- following (a worker with readers of a turn that runs elsewhere) ---------------------
 
@@ -274,6 +280,9 @@ class PostgresRelay:
             wanted = [(o, r) for o in dirty if (r := self._replicas.get(o)) is not None]
             if not wanted:
                 continue
+            ending = {owner for owner, replica in wanted if replica.ending}
+            """Told of their end before this read: it reads their last rows. (An end told
+            while the read is under way waits for the next read, which the notice asked for.)"""
             try:
                 async with self._reading:
                     rows = await connection.fetch(
@@ -289,8 +298,9 @@ class PostgresRelay:
             for owner, replica in wanted:
                 if len(replica.log):
                     replica.first.set()
-                if replica.ending:
+                if owner in ending:
                     self._end(owner, replica)
+            await asyncio.sleep(BATCH_SECONDS)
 
     def _end(self, owner: str, replica: Replica) -> None:
         replica.log.end()

@@ -1,0 +1,376 @@
+"""Following running turns: delivery to readers in another worker, their CPU, a stalled reader.
+
+Two hearth workers (`hearth serve` processes A and B) share one PostgreSQL database and secret
+key, as workers behind a load balancer do; the provider is the fake one, in a process of its
+own, on a fixed schedule (`--schedule`, default: the first token after 100 ms, then 100 tokens
+20 ms apart). Turns are sent to A; their readers (`GET /api/chats/{id}/stream`) go to B, so
+every event they get has travelled through the database (`app.agent.relay`).
+
+1. Delivery latency: N concurrent turns (100), each with one reader on B. For each event that
+   the turn emitted after its reader was following (the replay of the turn's start is not
+   delivery), the time from its arrival at the turn's own client on A to its arrival at the
+   reader on B. The POST client on A stands for the moment the turn emits it: it gets the
+   event from the process that made it, on loopback. Targets: p50 <= 20 ms, p99 <= 100 ms.
+2. CPU: N concurrent turns, each followed by two readers on B, against the same turns without
+   readers, alternating in the same run (`--rounds` of each); the CPU both hearth processes
+   used (from /proc), per turn. Target: <= 1.15x.
+3. Memory: one turn of 20,000 events with a stalled reader (a socket that reads nothing) on A,
+   against the same turn with none: how much A's resident memory grew while it ran (peak over
+   the level before). Target: the stalled reader's turn grows A by <= 16 MiB.
+
+Every turn is checked: the reader's events equal the POST client's, byte for byte, in order.
+
+    .venv/bin/python bench/live.py [--turns 100] [--rounds 2] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import secrets
+import socket
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _loadgen import LOOPBACK, build_request
+from _turns import (
+    DEFAULT_PG_URL,
+    ROOT,
+    Account,
+    Connection,
+    Exchange,
+    cpu_seconds,
+    free_port,
+    fresh_database,
+    quantile,
+    register,
+    revision,
+    start_process,
+    stop_process,
+    wait_answering,
+)
+from turn_overhead import (
+    PROVIDER_KEY,
+    PROVIDER_KEY_ENV,
+    create_chat,
+    providers_yaml,
+    start_fake,
+    turn_request,
+)
+
+SCHEDULE = "first_ms=100,tokens=100,interval_ms=20"
+LONG_SCHEDULE = "first_ms=50,tokens=20000,interval_ms=0"
+LATENCY_P50_MS = 20.0
+LATENCY_P99_MS = 100.0
+CPU_TARGET = 1.15
+MEMORY_TARGET_MIB = 16.0
+
+
+@dataclass
+class Workers:
+    a: Any
+    b: Any
+    a_port: int
+    b_port: int
+
+
+@contextlib.asynccontextmanager
+async def workers(
+    database_url: str, workdir: Path, fake_port: int, log: IO[bytes], count: int = 2
+) -> AsyncIterator[Workers]:
+    providers = workdir / "providers.yaml"
+    providers.write_text(providers_yaml(fake_port))
+    env = {
+        "HEARTH_DATABASE_URL": database_url,
+        "HEARTH_DATA_DIR": str(workdir / "data"),
+        "HEARTH_SECRET_KEY": secrets.token_urlsafe(32),
+        "HEARTH_PROVIDERS_FILE": str(providers),
+        "HEARTH_AUTO_MIGRATE": "1",
+        PROVIDER_KEY_ENV: PROVIDER_KEY,
+    }
+    started = []
+    try:
+        for _ in range(count):
+            port = free_port()
+            command = [sys.executable, "-m", "app.cli", "serve", "--host", LOOPBACK]
+            command += ["--port", str(port), "--workers", "1"]
+            process = start_process(command, log, env)
+            started.append((process, port))
+            await wait_answering(port, "/healthz", process)
+        (a, a_port), (b, b_port) = started[0], started[-1]
+        yield Workers(a, b, a_port, b_port)
+    finally:
+        for process, _ in started:
+            stop_process(process)
+
+
+def follow_request(account: Account, chat_id: str) -> bytes:
+    return build_request("GET", f"/api/chats/{chat_id}/stream", account.headers())
+
+
+@dataclass
+class Followed:
+    post: Exchange
+    readers: list[Exchange]
+
+
+async def one_turn(
+    account: Account, a_port: int, b_port: int, chat_id: str, readers: int, index: int
+) -> Followed:
+    post_conn = await Connection.open(a_port)
+    reader_conns = [await Connection.open(b_port) for _ in range(readers)]
+    try:
+        post = asyncio.create_task(
+            post_conn.exchange(turn_request(account, chat_id, f"turn {index}"), wait=120)
+        )
+        await asyncio.sleep(0.05)
+
+        async def follow(conn: Connection) -> Exchange:
+            """A reader that asks once the turn has started (a 204 before it has: ask again)."""
+            while True:
+                if not conn.usable:
+                    await conn.reopen()
+                reply = await conn.exchange(follow_request(account, chat_id), wait=120)
+                if reply.status != 204 or post.done():
+                    return reply
+                await asyncio.sleep(0.02)
+
+        followed = await asyncio.gather(*(follow(conn) for conn in reader_conns))
+        return Followed(await post, list(followed))
+    finally:
+        post_conn.close()
+        for conn in reader_conns:
+            conn.close()
+
+
+async def burst(
+    account: Account, chats: list[str], w: Workers, readers: int
+) -> tuple[list[Followed], float]:
+    pids = [w.a.pid, w.b.pid]
+    before = [cpu_seconds(pid) or 0.0 for pid in pids]
+    outcomes = await asyncio.gather(
+        *(one_turn(account, w.a_port, w.b_port, chat, readers, i) for i, chat in enumerate(chats))
+    )
+    await asyncio.sleep(0.3)  # the workers' last writes after the streams ended
+    after = [cpu_seconds(pid) or 0.0 for pid in pids]
+    used = [a - b for a, b in zip(after, before, strict=True)]
+    each = [seconds / len(chats) * 1000 for seconds in used]
+    print(f"   (A {each[0]:.1f} ms, B {each[1]:.1f} ms per turn)")
+    return list(outcomes), sum(used)
+
+
+def check(outcomes: list[Followed]) -> list[str]:
+    problems = []
+    for n, outcome in enumerate(outcomes):
+        post = outcome.post
+        if not post.complete or post.status != 200:
+            problems.append(f"turn {n}: POST {post.status} {post.error}")
+            continue
+        sent = [data for _, data in post.events]
+        if sent[-1] != b"[DONE]":
+            problems.append(f"turn {n}: the POST stream did not end with [DONE]")
+        for r, reader in enumerate(outcome.readers):
+            got = [data for _, data in reader.events]
+            if reader.status != 200 or got != sent:
+                problems.append(
+                    f"turn {n} reader {r}: {reader.status} {reader.error}, "
+                    f"{len(got)} events of {len(sent)}"
+                )
+    return problems
+
+
+def delivery_ms(outcomes: list[Followed]) -> list[float]:
+    """For each event emitted while its reader followed, its delay from A's client to B's."""
+    delays = []
+    for outcome in outcomes:
+        posted = outcome.post.events
+        for reader in outcome.readers:
+            got = reader.events
+            if not got or len(got) != len(posted):
+                continue
+            joined = got[0][0]  # the reader had the replay of the start by then
+            delays.extend(
+                (arrived - sent_at) / 1e6
+                for (sent_at, _), (arrived, _) in zip(posted, got, strict=True)
+                if sent_at > joined
+            )
+    return delays
+
+
+async def prepare(port: int, count: int) -> tuple[Account, list[str]]:
+    conn = await Connection.open(port)
+    try:
+        account = await register(conn)
+        chats = [await create_chat(conn, account) for _ in range(count)]
+    finally:
+        conn.close()
+    return account, chats
+
+
+async def part_latency_and_cpu(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    figures: dict[str, Any] = {"db": "postgresql"}
+    log_path = workdir / "processes.log"
+    with log_path.open("wb") as log:
+        async with fresh_database("postgresql", args.pg_url, workdir, "live") as url:
+            fake, fake_port = await start_fake(args.schedule, log)
+            try:
+                async with workers(url, workdir, fake_port, log) as w:
+                    account, chats = await prepare(w.a_port, args.turns)
+                    # Warm both workers (models built, connections made, the relay listening).
+                    await burst(account, chats[:10], w, 1)
+
+                    print(f"1. delivery: {args.turns} turns on A, one reader each on B")
+                    outcomes, _ = await burst(account, chats, w, 1)
+                    problems = check(outcomes)
+                    for problem in problems[:5]:
+                        print(f"   PROBLEM {problem}")
+                    delays = delivery_ms(outcomes) or [float("nan")]
+                    p50, p99 = quantile(delays, 0.5), quantile(delays, 0.99)
+                    print(
+                        f"   {len(delays)} events delivered live: p50 {p50:.1f} ms "
+                        f"(target <= {LATENCY_P50_MS:g}), p99 {p99:.1f} ms "
+                        f"(target <= {LATENCY_P99_MS:g}), max {max(delays):.1f} ms"
+                    )
+                    figures |= {
+                        "latency.p50_ms": round(p50, 2),
+                        "latency.p99_ms": round(p99, 2),
+                        "latency.events": len(delays),
+                    }
+
+                    print(f"2. CPU: {args.turns} turns, without readers and with 2 each on B")
+                    plain, followed = [], []
+                    for round_ in range(args.rounds):
+                        for readers, series in ((0, plain), (2, followed))[:: 1 - 2 * (round_ % 2)]:
+                            outcomes, used = await burst(account, chats, w, readers)
+                            problems += check(outcomes)
+                            series.append(used / args.turns * 1000)
+                            print(f"   round {round_ + 1}, {readers} readers: ", end="")
+                            print(f"{series[-1]:.1f} ms/turn")
+                    ratio = statistics.mean(followed) / statistics.mean(plain)
+                    print(
+                        f"   server CPU per turn: {statistics.mean(plain):.1f} ms without "
+                        f"readers, {statistics.mean(followed):.1f} ms with 2: "
+                        f"{ratio:.3f}x (target <= {CPU_TARGET})"
+                    )
+                    figures |= {
+                        "cpu.plain_ms_per_turn": round(statistics.mean(plain), 2),
+                        "cpu.followed_ms_per_turn": round(statistics.mean(followed), 2),
+                        "cpu.ratio": round(ratio, 3),
+                    }
+            finally:
+                stop_process(fake)
+    figures["problems"] = problems
+    for problem in problems[:10]:
+        print(f"   PROBLEM {problem}")
+    return figures
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def stalled_reader(port: int, account: Account, chat_id: str) -> socket.socket:
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect((LOOPBACK, port))
+    sock.sendall(follow_request(account, chat_id))
+    return sock
+
+
+async def long_turn(port: int, pid: int, account: Account, chat_id: str, stall: bool) -> float:
+    """Run one long turn on A; A's resident memory growth (MiB) while it ran."""
+    base = rss_mib(pid)
+    peak = base
+    conn = await Connection.open(port)
+    stalled = None
+    try:
+        post = asyncio.create_task(conn.exchange(turn_request(account, chat_id, "long"), wait=600))
+        if stall:
+            await asyncio.sleep(0.5)  # the turn has started (it streams for several seconds)
+            stalled = stalled_reader(port, account, chat_id)
+        while not post.done():
+            peak = max(peak, rss_mib(pid))
+            await asyncio.sleep(0.05)
+        outcome = await post
+        if not outcome.complete or outcome.events[-1][1] != b"[DONE]":
+            raise RuntimeError(f"the long turn did not complete: {outcome.error}")
+        events = len(outcome.events)
+    finally:
+        conn.close()
+        if stalled is not None:
+            stalled.close()
+    print(
+        f"   {'with' if stall else 'without'} a stalled reader: {events} events, "
+        f"A grew {peak - base:.1f} MiB"
+    )
+    return peak - base
+
+
+async def part_memory(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    print("3. memory: a turn of 20,000 events, with a stalled reader and without")
+    log_path = workdir / "memory.log"
+    with log_path.open("wb") as log:
+        async with fresh_database("postgresql", args.pg_url, workdir, "livemem") as url:
+            fake, fake_port = await start_fake(LONG_SCHEDULE, log)
+            try:
+                async with workers(url, workdir / "m", fake_port, log, count=1) as w:
+                    account, chats = await prepare(w.a_port, 4)
+                    await long_turn(w.a_port, w.a.pid, account, chats[0], False)  # warm-up
+                    plain = await long_turn(w.a_port, w.a.pid, account, chats[1], False)
+                    stalled = await long_turn(w.a_port, w.a.pid, account, chats[2], True)
+            finally:
+                stop_process(fake)
+    print(
+        f"   growth with the stalled reader: {stalled:.1f} MiB (target <= "
+        f"{MEMORY_TARGET_MIB:g}); without: {plain:.1f} MiB"
+    )
+    return {
+        "memory.stalled_growth_mib": round(stalled, 2),
+        "memory.plain_growth_mib": round(plain, 2),
+    }
+
+
+async def main_async(args: argparse.Namespace) -> dict[str, Any]:
+    print(f"hearth: {revision(ROOT)}")
+    figures: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="hearth-live-") as tmp:
+        workdir = Path(tmp)
+        (workdir / "m").mkdir()
+        if "latency" in args.parts or "cpu" in args.parts:
+            figures |= await part_latency_and_cpu(args, workdir)
+        if "memory" in args.parts:
+            figures |= await part_memory(args, workdir)
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--turns", type=int, default=100)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--schedule", default=SCHEDULE)
+    parser.add_argument("--pg-url", default=DEFAULT_PG_URL)
+    parser.add_argument("--parts", default="latency,cpu,memory")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    started = time.monotonic()
+    figures = asyncio.run(main_async(args))
+    print(f"({time.monotonic() - started:.0f} s)")
+    if args.json is not None:
+        args.json.write_text(json.dumps(figures, indent=2))
+
+
+if __name__ == "__main__":
+    main()

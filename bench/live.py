@@ -231,6 +231,7 @@ async def part_latency_and_cpu(args: argparse.Namespace, workdir: Path) -> dict[
 
                     print(f"1. delivery: {args.turns} turns on A, one reader each on B")
                     outcomes, _ = await burst(account, chats, w, 1)
+                    figures["events_per_turn"] = len(outcomes[0].post.events) - 1
                     problems = check(outcomes)
                     for problem in problems[:5]:
                         print(f"   PROBLEM {problem}")
@@ -343,6 +344,37 @@ async def part_memory(args: argparse.Namespace, workdir: Path) -> dict[str, Any]
     }
 
 
+async def part_floor(args: argparse.Namespace, workdir: Path, events: int) -> dict[str, Any]:
+    """The CPU of 2 x `turns` streams of `events` events, paced as the provider paces them, from
+    uvicorn and Starlette alone (`_sse_floor.py`): what two readers per turn cost at the least."""
+    interval = float(dict(p.split("=") for p in args.schedule.split(","))["interval_ms"])
+    port = free_port()
+    with (workdir / "floor.log").open("wb") as log:
+        command = [sys.executable, str(Path(__file__).parent / "_sse_floor.py")]
+        server = start_process([*command, "--port", str(port)], log)
+        try:
+            await wait_answering(port, "/healthz", server)
+            request = build_request("GET", f"/events?count={events}&interval_ms={interval:g}")
+            used = []
+            for _ in range(args.rounds):
+                conns = [await Connection.open(port) for _ in range(2 * args.turns)]
+                before = cpu_seconds(server.pid) or 0.0
+                replies = await asyncio.gather(*(c.exchange(request, wait=120) for c in conns))
+                used.append((cpu_seconds(server.pid) or 0.0) - before)
+                for conn in conns:
+                    conn.close()
+                if not all(r.complete and len(r.events) == events + 1 for r in replies):
+                    raise RuntimeError("a floor stream did not complete")
+        finally:
+            stop_process(server)
+    floor = statistics.mean(used) / args.turns * 1000
+    print(
+        f"   floor: two paced streams of {events} events from uvicorn and Starlette alone: "
+        f"{floor:.1f} ms of CPU per turn"
+    )
+    return {"cpu.floor_two_streams_ms_per_turn": round(floor, 2)}
+
+
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     print(f"hearth: {revision(ROOT)}")
     figures: dict[str, Any] = {}
@@ -351,6 +383,19 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         (workdir / "m").mkdir()
         if "latency" in args.parts or "cpu" in args.parts:
             figures |= await part_latency_and_cpu(args, workdir)
+        if "cpu" in args.parts:
+            figures |= await part_floor(args, workdir, figures.get("events_per_turn", 110))
+            extra = figures["cpu.followed_ms_per_turn"] - figures["cpu.plain_ms_per_turn"]
+            floor = figures["cpu.floor_two_streams_ms_per_turn"]
+            plain = figures["cpu.plain_ms_per_turn"]
+            allowed = (CPU_TARGET - 1) * plain
+            figures["cpu.floor_ratio"] = round((plain + floor) / plain, 3)
+            print(
+                f"   the 2 readers cost {extra:.1f} ms per turn; the target allows "
+                f"{allowed:.1f} ms; their streams alone cost {floor:.1f} ms on this machine, "
+                f"so the least ratio reachable here is "
+                f"{figures['cpu.floor_ratio']:.3f}x"
+            )
         if "memory" in args.parts:
             figures |= await part_memory(args, workdir)
     return figures

@@ -52,6 +52,8 @@ GONE_GRACE_SECONDS: Final = 3.0
 """How long a replica waits for the end of a turn whose lease is gone before it ends anyway."""
 KEEP_SECONDS: Final = 60.0
 """How long a turn's rows stay after its last one: time for every reader to take the end."""
+FORGET_EVERY_SECONDS = 15.0
+"""How often each worker deletes the rows of turns that ended (or died) a while ago."""
 FIRST_EVENT_SECONDS: Final = 5.0
 """How long a new remote reader waits for the turn's first event before it is answered."""
 RECONNECT_SECONDS: Final = 1.0
@@ -342,7 +344,7 @@ class PostgresRelay:
                         replica.ending = True
                         self._dirty.add(owner)
                         self._read_wake.set()
-            if now - forgot_at >= KEEP_SECONDS / 4:
+            if now - forgot_at >= FORGET_EVERY_SECONDS:
                 forgot_at = now
                 moment = self._clock.now()
                 async with self._reading:

@@ -14,12 +14,16 @@ from pathlib import Path
 
 import httpx
 import pytest
+from sqlalchemy import func, select
 
+from app.agent import relay
+from app.models import LiveEvent
 from app.services import Services
 from tests.api.test_live_turns import Events, follow, new_chat, numbered, posting
+from tests.clock import ShiftedClock
 from tests.fakes.providers import FakeProviderServer, Hang, Reply
 from tests.provider_setup import providers_yaml
-from tests.support import Client, http_client, sse_events, wait_until_idle
+from tests.support import Client, http_client, sse_events, wait_until, wait_until_idle
 from tests.workers import Worker, beside, hearth_worker
 
 pytestmark = pytest.mark.usefixtures("services", "registry", "catalogue")
@@ -93,8 +97,18 @@ async def test_a_turn_in_the_other_worker_is_followed_here(
     assert (await user.get(f"/api/chats/{chat_id}/stream")).status_code == 204
 
 
+async def published_rows(services: Services) -> int:
+    async with services.sessions() as db:
+        return int(await db.scalar(select(func.count()).select_from(LiveEvent)) or 0)
+
+
 async def test_a_killed_workers_remote_readers_end_and_the_chat_keeps_what_was_stored(
-    user: Client, fakes: dict[str, FakeProviderServer], other_worker: Worker
+    user: Client,
+    fakes: dict[str, FakeProviderServer],
+    other_worker: Worker,
+    services: Services,
+    clock: ShiftedClock,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     fake = fakes["openai"]
     fake.script(Hang(after_events=6, reply=Reply(text="Said before the end. " * 4, chunk_chars=4)))
@@ -129,3 +143,12 @@ async def test_a_killed_workers_remote_readers_end_and_the_chat_keeps_what_was_s
     last = chat["messages"][-1]
     assert last["status"] == "incomplete"
     assert (await user.get(f"/api/chats/{chat_id}/stream")).status_code == 204
+    # What the dead worker published is deleted by this one, once it has been left a while.
+    assert await published_rows(services) >= 7
+    monkeypatch.setattr(relay, "FORGET_EVERY_SECONDS", 0.2)
+    clock.advance(seconds=relay.KEEP_SECONDS + 1)
+
+    async def forgotten() -> bool:
+        return await published_rows(services) == 0
+
+    await wait_until(forgotten, within=10, failure="the dead turn's rows stayed")

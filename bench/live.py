@@ -211,10 +211,18 @@ async def prepare(port: int, count: int) -> tuple[Account, list[str]]:
     conn = await Connection.open(port)
     try:
         account = await register(conn)
-        chats = [await create_chat(conn, account) for _ in range(count)]
     finally:
         conn.close()
-    return account, chats
+    return account, await new_chats(port, account, count)
+
+
+async def new_chats(port: int, account: Account, count: int) -> list[str]:
+    """Chats of their own for each burst: a chat's next turn would read a longer history."""
+    conn = await Connection.open(port)
+    try:
+        return [await create_chat(conn, account) for _ in range(count)]
+    finally:
+        conn.close()
 
 
 async def part_latency_and_cpu(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
@@ -227,7 +235,7 @@ async def part_latency_and_cpu(args: argparse.Namespace, workdir: Path) -> dict[
                 async with workers(url, workdir, fake_port, log) as w:
                     account, chats = await prepare(w.a_port, args.turns)
                     # Warm both workers (models built, connections made, the relay listening).
-                    await burst(account, chats[:10], w, 1)
+                    await burst(account, await new_chats(w.a_port, account, 10), w, 1)
 
                     print(f"1. delivery: {args.turns} turns on A, one reader each on B")
                     outcomes, _ = await burst(account, chats, w, 1)
@@ -252,6 +260,7 @@ async def part_latency_and_cpu(args: argparse.Namespace, workdir: Path) -> dict[
                     plain, followed = [], []
                     for round_ in range(args.rounds):
                         for readers, series in ((0, plain), (2, followed))[:: 1 - 2 * (round_ % 2)]:
+                            chats = await new_chats(w.a_port, account, args.turns)
                             outcomes, used = await burst(account, chats, w, readers)
                             problems += check(outcomes)
                             series.append(used / args.turns * 1000)

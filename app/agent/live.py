@@ -17,7 +17,8 @@ reader costs no memory of its own.
 A response reads a stream up to its `[DONE]`: the end of the turn, or the place where the turn
 handed its client over to a form (`data-elicitation`), after which the request that answers reads
 on from the next event. While nothing is sent for `KEEP_ALIVE_SECONDS` a reader sends an SSE
-comment, so proxies that cut idle connections leave a quiet turn alone.
+comment, so proxies that cut idle connections leave a quiet turn alone; one timer per process
+watches every waiting reader, since a timer per wait would cost each reader something per event.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import Final
 
-KEEP_ALIVE_SECONDS: Final = 15.0
+KEEP_ALIVE_SECONDS = 15.0
 KEEP_ALIVE: Final = ": keep-alive\n\n"
 DONE_EVENT: Final = "data: [DONE]\n\n"
 """How the UI message stream's last event is written."""
@@ -112,6 +113,8 @@ class Reader:
         self.delivered = cursor
         """How many of them the server has sent on (it asked for the next batch since)."""
         self.was_cut = False
+        self.quiet_since: float | None = asyncio.get_running_loop().time()
+        """Since when the reader has sent nothing (None: a keep-alive is due)."""
         self._wake = asyncio.Event()
         self._cutters: list[Callable[[], object]] = []
         log._readers.add(self)
@@ -152,19 +155,50 @@ class Reader:
                     self.cursor = end
                     yield batch[0] if len(batch) == 1 else "".join(batch)
                     self.delivered = end
+                    self.quiet_since = asyncio.get_running_loop().time()
                     if stop is not None:
                         return
                     continue
                 if log.ended:
                     return
                 self._wake.clear()
+                _quiet.add(self)
+                _watch_quiet()
                 try:
-                    async with asyncio.timeout(KEEP_ALIVE_SECONDS):
-                        await self._wake.wait()
-                except TimeoutError:
+                    await self._wake.wait()
+                finally:
+                    _quiet.discard(self)
+                if self.quiet_since is None and self.cursor >= len(log.events):
+                    self.quiet_since = asyncio.get_running_loop().time()
                     yield KEEP_ALIVE
         finally:
             self.close()
+
+
+_quiet: set[Reader] = set()
+"""The readers waiting for an event, which one timer per process looks at (`_keep_alives`)."""
+_timer: asyncio.Task[None] | None = None
+
+
+def _watch_quiet() -> None:
+    global _timer
+    loop = asyncio.get_running_loop()
+    if _timer is None or _timer.done() or _timer.get_loop() is not loop:
+        _timer = loop.create_task(_keep_alives(), name="hearth-keep-alives")
+
+
+async def _keep_alives() -> None:
+    """Once a second (or faster, for a shorter keep-alive), wake the readers that have sent
+    nothing for `KEEP_ALIVE_SECONDS`: one timer for all of them, rather than one per event
+    each reader waits for. It stops when no reader waits."""
+    loop = asyncio.get_running_loop()
+    while _quiet:
+        await asyncio.sleep(min(1.0, KEEP_ALIVE_SECONDS / 4))
+        now = loop.time()
+        for reader in tuple(_quiet):
+            if reader.quiet_since is not None and now - reader.quiet_since >= KEEP_ALIVE_SECONDS:
+                reader.quiet_since = None
+                reader.wake()
 
 
 class LiveTurns:

@@ -20,6 +20,7 @@ const state = {
   running: false, // a turn of the open chat is streaming or running on the server
   pending: [], // attachments: {file, progress, upload, error}
   following: null, // the chat whose running turn this page is reading
+  asked: null, // {chatId, lastId}: a turn waiting for a form this page has shown, not replayed
   retry: 0, // a timer asking again for a turn the server said runs but could not stream yet
   modelChange: null, // a model switch on its way to the server; a send waits for it
   switching: null, // a chat being opened or created; a send waits for it, to go where the reader is
@@ -298,7 +299,9 @@ function showChat(chat, activations) {
   drawChats();
   drawModels();
   setRunning(Boolean(chat.running) || state.following === chat.id);
-  if (chat.running && state.following !== chat.id) followTurn(chat.id);
+  if (chat.running && state.following !== chat.id && state.asked?.chatId !== chat.id) {
+    followTurn(chat.id);
+  }
 }
 
 /** Note a chat switch in flight: a message sent meanwhile goes to the chat it opens. */
@@ -481,6 +484,9 @@ async function consume(response, chatId, { started = true } = {}) {
   } finally {
     if (state.following === chatId) state.following = null;
   }
+  // A turn that waits for a form runs on, but its stream has ended: reading it again would only
+  // replay the same events. The answer's own stream carries the rest.
+  state.asked = fold.asked && position.done ? { chatId, lastId: position.lastId } : null;
   if (lost) showError("The connection dropped while the reply streamed; showing what was stored.");
   if (fold.error) showError(fold.error);
   if (state.chat?.id === chatId) {
@@ -636,10 +642,15 @@ async function answerForm(call, action, content) {
     const chatId = state.chat.id;
     const answer = { elicitation_id: call.elicitation.elicitation_id, action };
     if (content !== undefined) answer.content = content;
+    const asked = state.asked?.chatId === chatId ? state.asked : null;
     const response = await api.answerElicitation(chatId, answer);
+    state.asked = null;
     if (response.status === 202) {
+      // Another worker runs the turn: read its continuation, after the form's `[DONE]`.
       announce("Answer sent; the turn goes on.");
-      await reload();
+      const rest = asked ? await api.follow(chatId, asked.lastId).catch(() => null) : null;
+      if (rest) await consume(rest, chatId, { started: false });
+      else await reload();
     } else await consume(response, chatId);
   });
 }

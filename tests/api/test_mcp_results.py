@@ -156,7 +156,7 @@ async def test_an_mcp_image_is_a_file_a_note_and_native_input_in_its_turn_only(
     chat_id, chunks = await turn(hearth.client, model, "Show me the tiny image.")
     chat = await wait_until_idle(hearth.client, chat_id)
     [_, image_call] = calls(chat)
-    assert image_call["status"] == "done"
+    assert image_call["status"] == "done", image_call["result"]
     [medium] = image_call["media"]
     assert medium["path"] == f"tool-media/{chat_id}/{image_call['id']}-1.png"
     assert (medium["mime"], medium["size"]) == ("image/png", 4033)
@@ -257,7 +257,9 @@ async def test_bad_media_become_notes_and_nothing_fails(
     chat = await wait_until_idle(hearth.client, chat_id)
     by_id = {c["tool_call_id"]: c for c in calls(chat)}
     bad, odd, big = by_id["bad"], by_id["odd"], by_id["big"]
-    assert all(c["status"] == "done" for c in (bad, odd, big))
+    assert all(c["status"] == "done" for c in (bad, odd, big)), [
+        (c["status"], c["result"]) for c in (bad, odd, big)
+    ]
     assert bad["result"] == (
         "Here is a picture.\n[the image the server sent could not be decoded; it is not kept]"
     )

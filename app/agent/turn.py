@@ -216,6 +216,10 @@ class Turn:
         if chunk == DONE_EVENT:
             self._done = chunk
             return
+        self._append(chunk, mark)
+
+    def _append(self, chunk: str, mark: Mark | None = None) -> None:
+        """Put an event in the log, beside how much of the open round it covers."""
         self._marks.append(mark)
         self.log.append(chunk)
 
@@ -223,8 +227,7 @@ class Turn:
         """End the response after the form it just carried (`finish`, `[DONE]`): the call waits
         for the user, and the request that answers continues the stream (`_reopen`)."""
         self._emit(encode.encode_event(FinishChunk()))
-        self._marks.append(None)
-        self.log.append(DONE_EVENT)
+        self._append(DONE_EVENT)
 
     def _reopen(self) -> None:
         """A new response for the rest of the turn, from `start` of the same message."""
@@ -256,8 +259,7 @@ class Turn:
         end and released the chat's lease, so a client that sends its next message the moment
         it reads `[DONE]` finds the chat free, never a 409 from the turn it just read."""
         if self._done is not None:
-            self._marks.append(None)
-            self.log.append(self._done)
+            self._append(self._done)
         self.log.end()
 
     # -- the run -----------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 
 Workers behind a load balancer share the database and the secret key; so do these. A test may
 stop one gently (`stop`) or kill it as the kernel would (`kill`, SIGKILL: no handler runs, no
-transaction ends well), which is what crash-safety tests need.
+transaction ends well), which is what crash-safety tests need. A worker's log goes to a file whose
+end is printed when it stops: pytest shows it beside a failing test, and only there.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import asyncio
 import os
 import signal
 import sys
+import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -21,11 +23,20 @@ import httpx
 from app.settings import Settings
 from tests.support import ROOT, free_port, http_client, wait_until
 
+LOG_LINES = 80
+"""How much of a stopped worker's log is printed."""
+
 
 @dataclass
 class Worker:
     process: asyncio.subprocess.Process
     base_url: str
+    log: Path | None = None
+
+    def log_tail(self, lines: int = LOG_LINES) -> str:
+        if self.log is None or not self.log.exists():
+            return ""
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
 
     async def kill(self) -> None:
         """SIGKILL, as an out-of-memory killer or a crashed host would end it."""
@@ -80,12 +91,15 @@ def beside(settings: Settings, providers_yaml: str, folder: Path, **extra: str) 
 async def hearth_worker(env: dict[str, str], *, within: float = 30) -> AsyncIterator[Worker]:
     """A `hearth serve` process with `env`, once it answers `/healthz`; stopped after."""
     port = free_port()
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "app.cli", "serve", "--port", str(port),
-        cwd=ROOT, env=env,
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
-    )  # fmt: skip
-    worker = Worker(process, f"http://127.0.0.1:{port}")
+    sink, log = tempfile.mkstemp(prefix=f"hearth-worker-{port}-", suffix=".log")
+    try:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "app.cli", "serve", "--port", str(port),
+            cwd=ROOT, env=env, stdout=sink, stderr=sink,
+        )  # fmt: skip
+    finally:
+        os.close(sink)
+    worker = Worker(process, f"http://127.0.0.1:{port}", Path(log))
     try:
         async with http_client() as probe:
 
@@ -100,3 +114,6 @@ async def hearth_worker(env: dict[str, str], *, within: float = 30) -> AsyncIter
         yield worker
     finally:
         await worker.stop()
+        print(f"--- the end of the log of the worker at {worker.base_url} ---")
+        print(worker.log_tail())
+        os.remove(log)

@@ -299,9 +299,10 @@ class Recorder(AbstractCapability[TurnDeps]):
         text = "".join(p.content for p in response.parts if isinstance(p, TextPart))
         reasoning = "\n\n".join(p.content for p in response.parts if isinstance(p, ThinkingPart))
         stored = storable(ModelMessagesTypeAdapter.dump_python([response], mode="json")[0])
+        # A round some other worker settled (this one lost its lease) is not made `ok` again.
         closing = (
             update(Message)
-            .where(Message.id == self.round.message_id)
+            .where(Message.id == self.round.message_id, Message.status == "streaming")
             .values(
                 content=storable_text(text),
                 reasoning=storable_text(reasoning) or None,

@@ -1,7 +1,8 @@
 """The `hearth` command: serve, migrate, and manage users.
 
 `serve` upgrades the schema first (unless HEARTH_AUTO_MIGRATE=0) so that one command brings a
-fresh checkout up; `users create` is the only way to make an administrator.
+fresh checkout up; `users create` is the only way to make the first administrator, and the
+other `users` commands do from a shell what the admin routes do over HTTP (app.users.commands).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -88,6 +90,21 @@ def main(argv: list[str] | None = None) -> None:
     create.add_argument("--password", required=True)
     create.add_argument("--display-name")
     create.add_argument("--admin", action="store_true")
+    listing = user_commands.add_parser("list", help="list users, newest first")
+    listing.add_argument("--search", help="part of an email or display name")
+    for name, help_text in (
+        ("disable", "refuse the user everywhere and stop their running turns"),
+        ("enable", "let a disabled user in again"),
+    ):
+        user_commands.add_parser(name, help=help_text).add_argument("user", help="email or id")
+    set_admin = user_commands.add_parser("set-admin", help="grant or take the admin flag")
+    set_admin.add_argument("user", help="email or id")
+    set_admin.add_argument("flag", choices=["on", "off"])
+    remove = user_commands.add_parser(
+        "delete", help="delete the user with their chats, uploads and files"
+    )
+    remove.add_argument("user", help="email or id")
+    remove.add_argument("--yes", action="store_true", help="confirm: this cannot be undone")
 
     args = parser.parse_args(argv)
     try:
@@ -95,11 +112,13 @@ def main(argv: list[str] | None = None) -> None:
         if args.command == "migrate":
             asyncio.run(_migrate(settings))
             print("schema is at head")
-        elif args.command == "users":
+        elif args.command == "users" and args.users_command == "create":
             user_id = asyncio.run(
                 _create_user(settings, args.email, args.password, args.admin, args.display_name)
             )
             print(f"created user {user_id}")
+        elif args.command == "users":
+            _manage_users(settings, args)
         elif args.command == "serve":
             _serve(settings, args.host, args.port, args.workers)
     except (ConfigError, DataDirMismatch) as exc:
@@ -107,6 +126,54 @@ def main(argv: list[str] | None = None) -> None:
     except ValidationError as exc:
         problems = "; ".join(problem["msg"] for problem in exc.errors())
         sys.exit(f"hearth: configuration error: {problems}")
+
+
+def _manage_users(settings: Settings, args: argparse.Namespace) -> None:
+    from app.core.errors import HearthError
+    from app.users import commands
+
+    command = args.users_command
+    try:
+        if command == "list":
+            _print_users(asyncio.run(commands.list_users(settings, args.search)))
+        elif command == "delete":
+            if not args.yes:
+                raise SystemExit(
+                    f"hearth users delete: this removes {args.user} and everything that was "
+                    "theirs; run it again with --yes"
+                )
+            user_id = asyncio.run(commands.delete_user(settings, args.user))
+            print(f"deleted user {user_id}")
+        else:
+            changes = {
+                "disable": {"disabled": True},
+                "enable": {"disabled": False},
+                "set-admin": {"is_admin": getattr(args, "flag", "") == "on"},
+            }[command]
+            _print_users([asyncio.run(commands.update_user(settings, args.user, changes))])
+    except HearthError as exc:
+        raise SystemExit(f"hearth users {command}: {exc.detail}") from None
+
+
+def _print_users(users: list[dict[str, Any]]) -> None:
+    """One line a user: id, email, flags, created and last seen (UTC), display name."""
+    for user in users:
+        flags = ",".join(
+            name for name, on in (("admin", user["is_admin"]), ("disabled", user["disabled"])) if on
+        )
+        seen = user["last_seen_at"]
+        print(
+            "\t".join(
+                [
+                    str(user["id"]),
+                    user["email"],
+                    flags or "-",
+                    user["created_at"].strftime("%Y-%m-%d %H:%M"),
+                    seen.strftime("%Y-%m-%d %H:%M") if seen else "never",
+                    user["display_name"] or "",
+                ]
+            )
+        )
 
 
 def _serve(settings: Settings, host: str, port: int, workers: int) -> None:

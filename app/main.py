@@ -21,6 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.agent.supervisor import TurnSupervisor
 from app.agent.warmup import settle_heap, warm_up
 from app.api import (
+    admin,
     approvals,
     auth,
     branches,
@@ -30,6 +31,7 @@ from app.api import (
     elicitations,
     following,
     health,
+    keys,
     mcp_connections,
     messages,
     models,
@@ -107,6 +109,8 @@ async def claim_data_dir(engine: AsyncEngine, settings: Settings) -> None:
 ROUTERS = (
     health,
     auth,
+    keys,
+    admin,
     models,
     chats,
     compaction,
@@ -198,7 +202,7 @@ def _add_middleware(app: FastAPI, settings: Settings) -> None:
             allow_origins=settings.allowed_origins,
             allow_credentials=True,
             allow_methods=["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"],
-            allow_headers=["Content-Type", CSRF_HEADER],
+            allow_headers=["Content-Type", CSRF_HEADER, "Authorization"],
         )
     app.add_middleware(RequestIdMiddleware)  # outermost: every answer carries the id
 

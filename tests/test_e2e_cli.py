@@ -121,3 +121,52 @@ def test_serve_on_embedded_defaults(workdir: Path) -> None:
     # A second start keeps the same key (sessions survive restarts).
     again = run(["migrate"], workdir)
     assert again.returncode == 0 and secret.read_text() == first
+
+
+def test_users_list_disable_enable_set_admin_and_delete(workdir: Path) -> None:
+    assert run(["migrate"], workdir).returncode == 0
+    for email, extra in (("root@example.com", ["--admin"]), ("ada@example.com", [])):
+        made = run(
+            ["users", "create", "--email", email, "--password", "pw-123456", *extra], workdir
+        )
+        assert made.returncode == 0, made.stderr
+
+    def listed(*args: str) -> list[list[str]]:
+        done = run(["users", "list", *args], workdir)
+        assert done.returncode == 0, done.stderr
+        return [line.split("\t") for line in done.stdout.splitlines()]
+
+    everyone = listed()
+    assert [(row[1], row[2]) for row in everyone] == [
+        ("ada@example.com", "-"),
+        ("root@example.com", "admin"),
+    ]
+    ada_id = everyone[0][0]
+    assert [row[1] for row in listed("--search", "ADA")] == ["ada@example.com"]
+
+    assert run(["users", "disable", "Ada@Example.com"], workdir).returncode == 0
+    assert listed("--search", "ada")[0][2] == "disabled"
+    assert run(["users", "enable", ada_id], workdir).returncode == 0
+    assert run(["users", "set-admin", "ada@example.com", "on"], workdir).returncode == 0
+    assert listed("--search", "ada")[0][2] == "admin"
+    assert run(["users", "set-admin", "ada@example.com", "off"], workdir).returncode == 0
+
+    last = run(["users", "set-admin", "root@example.com", "off"], workdir)
+    assert last.returncode != 0 and "no enabled administrator" in last.stderr
+    last = run(["users", "disable", "root@example.com"], workdir)
+    assert last.returncode != 0 and "no enabled administrator" in last.stderr
+    unknown = run(["users", "disable", "nobody@example.com"], workdir)
+    assert unknown.returncode != 0 and "no user nobody@example.com" in unknown.stderr
+
+    files = workdir / "var" / "data" / "users" / ada_id / "notes"
+    files.mkdir(parents=True)
+    (files / "todo.md").write_text("water the tomatoes")
+    unconfirmed = run(["users", "delete", "ada@example.com"], workdir)
+    assert unconfirmed.returncode != 0 and "--yes" in unconfirmed.stderr
+    assert len(listed()) == 2
+    deleted = run(["users", "delete", "ada@example.com", "--yes"], workdir)
+    assert deleted.returncode == 0, deleted.stderr
+    assert [row[1] for row in listed()] == ["root@example.com"]
+    assert not (workdir / "var" / "data" / "users" / ada_id).exists()
+    last = run(["users", "delete", "root@example.com", "--yes"], workdir)
+    assert last.returncode != 0 and "no enabled administrator" in last.stderr

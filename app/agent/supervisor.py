@@ -152,6 +152,17 @@ class TurnSupervisor:
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 await asyncio.wait_for(asyncio.shield(turn.task), timeout=10)
 
+    async def stop_user(self, user_id: uuid.UUID) -> None:
+        """Stop this process's turns of the user and wait until they have stored their end
+        (other workers' turns are stopped through their chats' stop flags)."""
+        turns = [t for t in self._turns.values() if t.plan.user_id == user_id]
+        for turn in turns:
+            turn.stop()
+        tasks = [turn.task for turn in turns if turn.task is not None]
+        if tasks:
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await asyncio.wait_for(asyncio.shield(asyncio.gather(*tasks)), timeout=10)
+
     # -- the watch loop ----------------------------------------------------------------------
 
     async def _watch(self) -> None:

@@ -4,6 +4,12 @@ A request holds at most one pooled connection: authentication reads the session 
 Core statement, and a route that needs the ORM gets a session bound to that same connection.
 Authentication and the CSRF check are one dependency, so a route that needs a user can't
 forget the CSRF check on a state-changing method.
+
+A request with `Authorization: Bearer …` is authenticated by that API key alone, whatever
+cookies it carries: a bad key is a 401 even beside a good cookie, so a script never silently
+acts as whoever's browser it runs in. A key is not a browser's ambient credential, so it needs
+no CSRF header. `PersonAuth` is for what only a signed-in person may do (make keys, change the
+password): a key there is a 403.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
+from app.auth.keys import resolve_key
 from app.auth.sessions import Authenticated, resolve_session
 from app.auth.tokens import CSRF_COOKIE, CSRF_HEADER, SESSION_COOKIE
 from app.core.errors import Forbidden, Unauthorized
@@ -51,8 +58,21 @@ async def get_db(connection: Connection) -> AsyncIterator[AsyncSession]:
 DbSession = Annotated[AsyncSession, Depends(get_db, scope="function")]
 
 
+BEARER = "bearer "
+
+
 async def require_auth(request: Request, connection: Connection) -> Authenticated:
     services: Services = request.app.state.services
+    authorization = request.headers.get("authorization")
+    if authorization is not None:
+        if authorization[: len(BEARER)].lower() != BEARER:
+            raise Unauthorized("the Authorization header takes an API key: Bearer hth_…")
+        by_key = await resolve_key(
+            connection, authorization[len(BEARER) :].strip(), services.clock.now()
+        )
+        if by_key is None:
+            raise Unauthorized("unknown, revoked or expired API key")
+        return by_key
     cookie = request.cookies.get(SESSION_COOKIE)
     if not cookie:
         raise Unauthorized("not signed in")
@@ -69,3 +89,12 @@ async def require_auth(request: Request, connection: Connection) -> Authenticate
 
 
 Auth = Annotated[Authenticated, Depends(require_auth)]
+
+
+async def require_person(auth: Auth) -> Authenticated:
+    if auth.by_key:
+        raise Forbidden("an API key cannot do this; sign in")
+    return auth
+
+
+PersonAuth = Annotated[Authenticated, Depends(require_person)]

@@ -20,6 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from app.auth.tokens import TokenCodec
 from app.models import AuthSession, User
+from app.models.users import USER_AGENT_LENGTH
 
 TOUCH_INTERVAL = timedelta(seconds=60)
 
@@ -43,11 +44,17 @@ class SessionUser:
 
 @dataclass(slots=True)
 class Authenticated:
-    """The signed-in user of a request and the session that proves it."""
+    """The signed-in user of a request and what proves it: a session (its cookie's token) or an
+    API key (`key_id`, with the key as `token`; no session, and no CSRF check)."""
 
     user: SessionUser
-    session_id: uuid.UUID
+    session_id: uuid.UUID | None
     token: str
+    key_id: uuid.UUID | None = None
+
+    @property
+    def by_key(self) -> bool:
+        return self.key_id is not None
 
 
 _LOOKUP = (
@@ -66,12 +73,18 @@ _LOOKUP = (
         AuthSession.revoked_at.is_(None),
         AuthSession.expires_at > bindparam("now", type_=AuthSession.expires_at.type),
         AuthSession.last_seen_at > bindparam("idle_cutoff", type_=AuthSession.last_seen_at.type),
+        User.disabled.is_(False),
     )
 )
 
 
 async def open_session(
-    db: AsyncSession, codec: TokenCodec, user: User, now: datetime, policy: SessionPolicy
+    db: AsyncSession,
+    codec: TokenCodec,
+    user: User,
+    now: datetime,
+    policy: SessionPolicy,
+    user_agent: str | None = None,
 ) -> str:
     """Create a fresh session for `user` and return its token (a new id on every login)."""
     token = codec.new_token()
@@ -82,6 +95,7 @@ async def open_session(
             created_at=now,
             last_seen_at=now,
             expires_at=now + policy.lifetime,
+            user_agent=user_agent[:USER_AGENT_LENGTH] if user_agent else None,
         )
     )
     return token
@@ -122,3 +136,15 @@ async def revoke_session(db: AsyncSession, session_id: uuid.UUID, now: datetime)
         .where(AuthSession.id == session_id, AuthSession.revoked_at.is_(None))
         .values(revoked_at=now)
     )
+
+
+async def revoke_sessions(
+    db: AsyncSession, user_id: uuid.UUID, now: datetime, *, keep: uuid.UUID | None = None
+) -> None:
+    """Revoke every live session of `user_id` but `keep`."""
+    statement = update(AuthSession).where(
+        AuthSession.user_id == user_id, AuthSession.revoked_at.is_(None)
+    )
+    if keep is not None:
+        statement = statement.where(AuthSession.id != keep)
+    await db.execute(statement.values(revoked_at=now))

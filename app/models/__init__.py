@@ -7,10 +7,11 @@ from app.models.live import LiveEvent
 from app.models.llm import LlmRequest
 from app.models.mcp import McpConnection
 from app.models.uploads import Upload
-from app.models.users import AuthSession, LoginFailure, User
+from app.models.users import ApiKey, AuthSession, LoginFailure, User
 
 __all__ = [
     "ActivatedTool",
+    "ApiKey",
     "AuthSession",
     "Chat",
     "ChatEvidence",

@@ -1,6 +1,7 @@
-"""Accounts and what authenticates them: users, their sessions, and failed-login records.
+"""Accounts and what authenticates them: users, their sessions, API keys, and failed-login records.
 
-A session row keeps only the SHA-256 of the random token in the cookie, so a copy of the
+A session row keeps only the SHA-256 of the random token in the cookie, and a key row only the
+SHA-256 of the key (beside the few characters a person recognises it by), so a copy of the
 database signs nobody in. Sign-in and sign-up attempts are rows rather than process memory so
 the throttle holds across every worker sharing the database.
 """
@@ -9,12 +10,15 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import Boolean, ForeignKey, Index, String, Uuid
+from sqlalchemy import Boolean, ForeignKey, Index, String, Uuid, false
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.core.db.base import Base
-from app.core.db.types import BigId, UTCDateTime
+from app.core.db.types import BigId, JSONDoc, UTCDateTime
+
+USER_AGENT_LENGTH = 300
 
 
 class User(Base):
@@ -26,6 +30,11 @@ class User(Base):
     password_hash: Mapped[str] = mapped_column(String(255))
     display_name: Mapped[str] = mapped_column(String(200))
     is_admin: Mapped[bool] = mapped_column(Boolean, default=False)
+    disabled: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    """A disabled user signs in nowhere: sessions and keys are refused at the next request."""
+    quota: Mapped[dict[str, Any] | None] = mapped_column(JSONDoc, default=None)
+    """The user's own `{daily_tokens, monthly_cost_usd}` (each null: unlimited); null: the
+    defaults from settings apply."""
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
 
@@ -42,6 +51,26 @@ class AuthSession(Base):
     last_seen_at: Mapped[datetime] = mapped_column(UTCDateTime)
     expires_at: Mapped[datetime] = mapped_column(UTCDateTime)
     """The absolute end of the session, however active it stays."""
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime, default=None)
+    user_agent: Mapped[str | None] = mapped_column(String(USER_AGENT_LENGTH), default=None)
+    """The browser's `User-Agent` at sign-in (its first characters), for the sessions list."""
+
+
+class ApiKey(Base):
+    __tablename__ = "api_keys"
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    user_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("users.id", ondelete="CASCADE"), index=True
+    )
+    name: Mapped[str] = mapped_column(String(100))
+    prefix: Mapped[str] = mapped_column(String(16), index=True)
+    """The key's first characters (`hth_` and eight more): shown in lists, and how it is found."""
+    key_hash: Mapped[str] = mapped_column(String(64))
+    """Hex SHA-256 of the whole key, compared in constant time."""
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime, default=None)
+    last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime, default=None)
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime, default=None)
 
 

@@ -13,6 +13,7 @@ then the password is hashed or checked.
 
 from __future__ import annotations
 
+import uuid
 from datetime import datetime
 
 from sqlalchemy import select
@@ -21,7 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.auth import throttle
 from app.auth.passwords import hash_password, verify_password
-from app.auth.sessions import open_session
+from app.auth.sessions import open_session, revoke_sessions
 from app.core.errors import Conflict, Forbidden, TooManyRequests, Unauthorized
 from app.models import User
 from app.services import Services
@@ -73,6 +74,7 @@ async def sign_up(
     email: str,
     password: str,
     display_name: str | None,
+    user_agent: str | None = None,
 ) -> tuple[User, str]:
     """Create an account and open its first session; the user and the session token."""
     if not services.settings.allow_registration:
@@ -92,15 +94,19 @@ async def sign_up(
         display_name=display_name,
         now=now,
     )
-    token = await open_session(db, services.codec, user, now, services.session_policy)
+    token = await open_session(db, services.codec, user, now, services.session_policy, user_agent)
     await db.commit()
     return user, token
 
 
-async def sign_in(
+async def _password_holds(
     services: Services, db: AsyncSession, address: str, *, email: str, password: str
-) -> tuple[User, str]:
-    """Check the password and open a session; the user and the session token."""
+) -> User:
+    """The enabled user whose password this is, through the sign-in throttle; 401 otherwise.
+
+    Sign-in and a password change share it, so a guess at the current password is counted as a
+    failed sign-in. A disabled user's right password is a failure like any other: the answer
+    and the Argon2 work are those of a wrong one."""
     settings = services.settings
     now = services.clock.now()
     limits = throttle.login_limits(email, address, settings)
@@ -115,7 +121,8 @@ async def sign_in(
     if delay:
         await throttle.pause(delay)
     user = await db.scalar(select(User).where(User.email == email))
-    if not await verify_password(user.password_hash if user else None, password):
+    usable = user is not None and not user.disabled
+    if not await verify_password(user.password_hash if usable and user else None, password):
         # The attempt's own rows stay: they were counted as failures from the start.
         throttle.record_failure(db, email_key, now)
         await db.commit()
@@ -124,6 +131,39 @@ async def sign_in(
     pair, per_address = (limit.key for limit in limits)
     await throttle.clear(db, pair)
     await throttle.forget(db, [attempt[per_address]])
-    token = await open_session(db, services.codec, user, now, services.session_policy)
+    return user
+
+
+async def sign_in(
+    services: Services,
+    db: AsyncSession,
+    address: str,
+    *,
+    email: str,
+    password: str,
+    user_agent: str | None = None,
+) -> tuple[User, str]:
+    """Check the password and open a session; the user and the session token."""
+    user = await _password_holds(services, db, address, email=email, password=password)
+    token = await open_session(
+        db, services.codec, user, services.clock.now(), services.session_policy, user_agent
+    )
     await db.commit()
     return user, token
+
+
+async def change_password(
+    services: Services,
+    db: AsyncSession,
+    address: str,
+    *,
+    email: str,
+    current: str,
+    new: str,
+    keep_session: uuid.UUID,
+) -> None:
+    """Set a new password once the current one is proven; every other session is signed out."""
+    user = await _password_holds(services, db, address, email=email, password=current)
+    user.password_hash = await hash_password(new)
+    await revoke_sessions(db, user.id, services.clock.now(), keep=keep_session)
+    await db.commit()

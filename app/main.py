@@ -37,6 +37,7 @@ from app.api import (
     models,
     tools,
     uploads,
+    usage,
     web,
 )
 from app.api.stream_schema import install as install_stream_schema
@@ -111,6 +112,7 @@ ROUTERS = (
     auth,
     keys,
     admin,
+    usage,
     models,
     chats,
     compaction,

@@ -56,6 +56,17 @@ class Settings(BaseSettings):
     """Earlier questions' large tool returns go out as receipts (request-time compaction)."""
     search_budget: int = Field(default=5, ge=0)
     summary_model: str = ""
+    default_quota_daily_tokens: int | None = Field(default=None, ge=0, le=10**12)
+    """Tokens a day for users without their own quota; empty: unlimited."""
+    default_quota_monthly_usd: float | None = Field(
+        default=None, ge=0, le=1_000_000, allow_inf_nan=False
+    )
+    """Cost a month for users without their own quota; empty: unlimited."""
+
+    @field_validator("default_quota_daily_tokens", "default_quota_monthly_usd", mode="before")
+    @classmethod
+    def _empty_is_unlimited(cls, value: object) -> object:
+        return None if isinstance(value, str) and not value.strip() else value
 
     @field_validator("allowed_origins", mode="before")
     @classmethod

@@ -32,14 +32,17 @@ providers:
     base_url: {fakes["anthropic"].base_url}
     api_key_env: HEARTH_TEST_PROVIDER_KEY
     models:
-      - {{id: claude-test, capabilities: [vision, document], max_output_tokens: 1024}}
+      - id: claude-test
+        capabilities: [vision, document]
+        max_output_tokens: 1024
+        pricing: {{input: 3, output: 15, cache_read: 0.3, cache_write: 3.75}}
       - {{id: claude-dtl, capabilities: [vision, document, tool_search], max_output_tokens: 1024}}
   - id: oai
     kind: openai
     base_url: {fakes["openai"].base_url}
     api_key_env: HEARTH_TEST_PROVIDER_KEY
     models:
-      - {{id: gpt-test, max_output_tokens: 1024}}
+      - {{id: gpt-test, max_output_tokens: 1024, pricing: {{input: 2, output: 8, cache_read: 0.5}}}}
       - {{id: gpt-vision, capabilities: [vision, document], max_output_tokens: 1024}}
   - id: kimi
     kind: moonshot

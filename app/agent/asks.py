@@ -15,7 +15,8 @@ come back through the callback (`app.tools.mcp.oauth`), and the turn goes on.
 
 **Completions** (`sampling/createMessage`, only for servers with `allow_sampling`) run with the
 chat's model, without tools, at most the model's own maximum output, and are logged in the
-request log with purpose `sampling`, so they count as the user's usage like a round.
+request log with purpose `sampling`, so they count as the user's usage like a round; a user
+over quota is refused them (an MCP error naming the quota).
 """
 
 from __future__ import annotations
@@ -35,15 +36,18 @@ from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.agent.capabilities.request_log import describe_error
+from app.agent.quotas import Limits, exceeded
 from app.agent.runtime import TurnRuntime
 from app.agent.stored_text import storable, storable_text
 from app.core.db.retry import insert_once, transaction
 from app.llm.factory import model_settings
 from app.llm.registry import ModelInfo
+from app.llm.usage import count as count_usage
 from app.models import ChatLlmTool, LlmRequest
 from app.tools.asks import Elicited, Sampled, SamplingRequest, ServerAsks
 from app.tools.deps import TurnDeps
 from app.tools.events import AuthorizationAsked, ElicitationAsked
+from app.tools.mcp.asking import Refused
 
 log = logging.getLogger("hearth.turns")
 
@@ -69,8 +73,10 @@ class TurnAsking:
         chat_id: uuid.UUID,
         model: ModelInfo,
         round_id: Callable[[], int | None],
+        limits: Limits | None = None,
     ) -> None:
         self.runtime = runtime
+        self.limits = limits or Limits()
         self.user_id = user_id
         self.chat_id = chat_id
         self.model = model
@@ -200,6 +206,13 @@ class TurnAsking:
 
     async def sample(self, request: SamplingRequest) -> Sampled:
         runtime, info = self.runtime, self.model
+        if not self.limits.unlimited:
+            async with runtime.sessions() as db:
+                over = await exceeded(
+                    db, runtime.registry, self.user_id, self.limits, runtime.clock.now()
+                )
+            if over is not None:
+                raise Refused(f"The user's {over.detail.removeprefix('the ')}.")
         model = runtime.models.get(info, runtime.registry)
         settings = model_settings(info)
         settings["max_tokens"] = max(1, min(request.max_tokens, info.config.max_output_tokens))
@@ -253,6 +266,7 @@ class TurnAsking:
                 self.runtime.sessions,
                 lambda: [LlmRequest(**values)],
                 what="logging a sampling request",
+                then=count_usage,
             )
         except Exception:
             log.exception("logging a sampling request of chat %s failed", self.chat_id)

@@ -38,6 +38,7 @@ from pydantic_ai.ui.vercel_ai.response_types import (
     StartChunk,
 )
 
+from app.agent.quotas import QuotaReached
 from app.knowledge.evidence import EvidenceRow, citation
 from app.tools.events import HearthPart
 
@@ -50,8 +51,11 @@ STREAM_HEADERS = {
 
 
 def is_internal(error: BaseException) -> bool:
-    """Whether `error` is hearth's own fault rather than the provider's or the round limit."""
-    return not isinstance(error, ModelAPIError | UsageLimitExceeded | UnexpectedModelBehavior)
+    """Whether `error` is hearth's own fault rather than the provider's, the round limit or the
+    user's quota."""
+    return not isinstance(
+        error, ModelAPIError | UsageLimitExceeded | UnexpectedModelBehavior | QuotaReached
+    )
 
 
 def internal_error(reference: str | None) -> str:
@@ -94,6 +98,8 @@ def provider_message(body: object, limit: int = 500) -> str | None:
 def user_facing_error(error: BaseException, max_rounds: int, reference: str | None = None) -> str:
     if isinstance(error, UsageLimitExceeded):
         return f"This turn reached its limit of {max_rounds} model rounds and was ended."
+    if isinstance(error, QuotaReached):
+        return error.detail
     return provider_error(error) or internal_error(reference)
 
 

@@ -24,6 +24,7 @@ and the model gets the summary instead of them.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import uuid
 from collections.abc import Sequence
@@ -34,15 +35,19 @@ from pydantic_ai import Agent
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from app.agent.capabilities.request_log import describe_error
 from app.agent.history import build_history
 from app.agent.rows import StoredMessage, load_rows
 from app.agent.runtime import TurnRuntime
 from app.agent.stored_text import storable_text
 from app.agent.stream import provider_error
+from app.core.db.base import Base
+from app.core.db.retry import insert_once
 from app.core.http.request_id import current_request_id
 from app.llm.factory import model_settings
 from app.llm.registry import ModelInfo
-from app.models import ChatSummary
+from app.llm.usage import count as count_usage
+from app.models import ChatSummary, LlmRequest
 from app.models.paths import active_path, on_path
 from app.settings import Settings
 
@@ -138,7 +143,7 @@ def summariser(services: TurnRuntime, chat_model: ModelInfo) -> ModelInfo:
 
 
 async def summarise(
-    services: TurnRuntime, chat_id: uuid.UUID, chat_model: ModelInfo
+    services: TurnRuntime, user_id: uuid.UUID, chat_id: uuid.UUID, chat_model: ModelInfo
 ) -> ChatSummary:
     """Write a summary of the chat's older messages; NothingToCover or SummaryFailed otherwise.
 
@@ -157,6 +162,25 @@ async def summarise(
     if previous is not None:
         instructions.append(summary_block(previous))
     agent: Agent[None, str] = Agent(services.models.get(model, services.registry))
+    started_at, started = services.clock.now(), services.clock.monotonic()
+
+    def logged(usage: Any, error: BaseException | None) -> LlmRequest:
+        """The summary request's row in the request log: it counts as the user's usage."""
+        return LlmRequest(
+            user_id=user_id,
+            chat_id=chat_id,
+            model=model.id,
+            provider=model.provider.id,
+            purpose="summary",
+            started_at=started_at,
+            duration_ms=round((services.clock.monotonic() - started) * 1000),
+            error=describe_error(error) if error is not None else None,
+            input_tokens=(usage.input_tokens or 0) if usage else None,
+            output_tokens=(usage.output_tokens or 0) if usage else None,
+            cache_read_tokens=(usage.cache_read_tokens or 0) if usage else None,
+            cache_write_tokens=(usage.cache_write_tokens or 0) if usage else None,
+        )
+
     try:
         result = await agent.run(
             SUMMARY_REQUEST,
@@ -176,18 +200,33 @@ async def summarise(
             extra={"request_id": reference, "chat_id": str(chat_id)},
         )
         where = f" (request {reference})" if reference else ""
+        failed = exc
+        with contextlib.suppress(Exception):
+            await insert_once(
+                services.sessions,
+                lambda: [logged(None, failed)],
+                what="logging a summary request",
+                then=count_usage,
+            )
         raise SummaryFailed(told or f"an internal error{where}") from exc
     usage: Any = result.usage
-    async with services.sessions() as db:
-        summary = ChatSummary(
-            chat_id=chat_id,
-            covers_up_to_message_id=cut,
-            content=storable_text(result.output.strip()),
-            model=model.id,
-            input_tokens=usage.input_tokens or 0,
-            output_tokens=usage.output_tokens or 0,
-            created_at=services.clock.now(),
-        )
-        db.add(summary)
-        await db.commit()
+
+    def stored() -> list[Base]:
+        return [
+            ChatSummary(
+                chat_id=chat_id,
+                covers_up_to_message_id=cut,
+                content=storable_text(result.output.strip()),
+                model=model.id,
+                input_tokens=usage.input_tokens or 0,
+                output_tokens=usage.output_tokens or 0,
+                created_at=services.clock.now(),
+            ),
+            logged(usage, None),
+        ]
+
+    [summary, _] = await insert_once(
+        services.sessions, stored, what="storing a summary", then=count_usage
+    )
+    assert isinstance(summary, ChatSummary)
     return summary

@@ -32,7 +32,7 @@ import contextlib
 import logging
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic_ai import Agent, CancellationToken, DeferredToolRequests, DeferredToolResults, Tool
@@ -60,6 +60,7 @@ from app.agent.capabilities.request_shape import RequestShape
 from app.agent.history import build_history
 from app.agent.live import DONE_EVENT, Reader, TurnLog
 from app.agent.partial import Mark, SentText
+from app.agent.quotas import Limits, QuotaGuard
 from app.agent.rows import StoredMessage, load_rows
 from app.agent.runtime import TurnRuntime
 from app.agent.stream import (
@@ -147,6 +148,8 @@ class TurnPlan:
     """The user's decisions on the calls a paused turn waits for; the turn continues from them."""
     first_round_id: int | None = None
     """The first round's assistant row, when sending stored it with the user message."""
+    limits: Limits = field(default_factory=Limits)
+    """The user's quota, checked before each later round (`app.agent.quotas`)."""
 
 
 def end_status(error: BaseException, streamed: bool) -> str:
@@ -281,6 +284,7 @@ class Turn:
             chat_id=plan.chat_id,
             model=plan.model,
             round_id=lambda: recorder.round.message_id if recorder.round is not None else None,
+            limits=plan.limits,
         )
         if plan.resume is not None:
             await recorder.adopt_pending()
@@ -363,6 +367,15 @@ class Turn:
             if settings.compact_tool_returns
             else []
         )
+        guard = (
+            []
+            if plan.limits.unlimited
+            else [
+                QuotaGuard(
+                    services.sessions, services.registry, services.clock, plan.user_id, plan.limits
+                )
+            ]
+        )
         agent = services.models.agent(plan.model, services.registry, turn_agent)
         async with agent.run_stream_events(
             message_history=build_history(
@@ -371,6 +384,7 @@ class Turn:
             instructions=[instructions(catalogue), *([summary_block(summary)] if summary else [])],
             toolsets=[GroupToolset(services.group_call)],
             capabilities=[
+                *guard,
                 recorder,
                 request_log,
                 *compaction,
@@ -480,7 +494,7 @@ class Turn:
         A summary that fails leaves the chat as it was; the turn goes on uncompacted."""
         services, plan = self.services, self.plan
         try:
-            made = await summarise(services, plan.chat_id, plan.model)
+            made = await summarise(services, plan.user_id, plan.chat_id, plan.model)
         except (NothingToCover, SummaryFailed):
             return None
         return {"summary_id": made.id, "covers_up_to_message_id": made.covers_up_to_message_id}

@@ -30,7 +30,7 @@ router = APIRouter(prefix="/api/chats", tags=["messages"])
     responses={
         **STREAM_RESPONSE,
         202: {"model": WaitingOut, "description": "Stored; other calls still wait"},
-        **error_responses(401, 403, 404, 409),
+        **error_responses(401, 403, 404, 409, 429),
     },
 )
 async def answer_approvals(
@@ -38,7 +38,9 @@ async def answer_approvals(
 ) -> StreamingResponse | JSONResponse:
     """Approve or reject pending tool calls; the last answer resumes the paused turn."""
     decisions = [service.Decision(d.tool_call_id, d.approved, d.note) for d in body.decisions]
-    resumed = await service.answer_approvals(services, db, auth.user.id, chat_id, decisions)
+    resumed = await service.answer_approvals(
+        services, db, auth.user.id, chat_id, decisions, quota=auth.user.quota
+    )
     if isinstance(resumed, list):
         return JSONResponse({"pending": resumed}, status_code=202)
     return EventStreamResponse(resumed.listen())

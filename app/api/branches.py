@@ -25,14 +25,14 @@ router = APIRouter(prefix="/api/chats", tags=["messages"])
 @router.post(
     "/{chat_id}/regenerate",
     response_class=StreamingResponse,
-    responses={**STREAM_RESPONSE, **error_responses(401, 403, 404, 409)},
+    responses={**STREAM_RESPONSE, **error_responses(401, 403, 404, 409, 429)},
 )
 async def regenerate(
     chat_id: uuid.UUID, body: RegenerateIn, auth: Auth, services: ServicesDep, db: DbSession
 ) -> StreamingResponse:
     """A new answer to a user message of the chat; the old answer stays as its sibling."""
     turn = await service.regenerate(
-        services, db, auth.user.id, chat_id, body.message_id, body.model
+        services, db, auth.user.id, chat_id, body.message_id, body.model, quota=auth.user.quota
     )
     return EventStreamResponse(turn.listen())
 

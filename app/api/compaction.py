@@ -23,11 +23,11 @@ router = APIRouter(prefix="/api/chats", tags=["chats"])
 @router.post(
     "/{chat_id}/compact",
     response_model=CompactOut,
-    responses=error_responses(401, 403, 404, 409, 502),
+    responses=error_responses(401, 403, 404, 409, 429, 502),
 )
 async def compact_chat(
     chat_id: uuid.UUID, auth: Auth, services: ServicesDep, db: DbSession
 ) -> CompactOut:
     """Summarise the chat's older messages now; the model gets the summary instead of them."""
-    made = await service.compact(services, db, auth.user.id, chat_id)
+    made = await service.compact(services, db, auth.user.id, chat_id, quota=auth.user.quota)
     return CompactOut(summary_id=made.id, covers_up_to_message_id=made.covers_up_to_message_id)

@@ -20,7 +20,7 @@ router = APIRouter(prefix="/api/chats", tags=["messages"])
 @router.post(
     "/{chat_id}/messages",
     response_class=StreamingResponse,
-    responses={**STREAM_RESPONSE, **error_responses(401, 403, 404, 409)},
+    responses={**STREAM_RESPONSE, **error_responses(401, 403, 404, 409, 429)},
 )
 async def send_message(
     chat_id: uuid.UUID, body: MessageIn, auth: Auth, services: ServicesDep, db: DbSession
@@ -34,7 +34,15 @@ async def send_message(
         body.parent_id if "parent_id" in body.model_fields_set else service.ACTIVE
     )
     turn = await service.send_message(
-        services, db, auth.user.id, chat_id, body.content, body.attachments, body.model, parent
+        services,
+        db,
+        auth.user.id,
+        chat_id,
+        body.content,
+        body.attachments,
+        body.model,
+        parent,
+        quota=auth.user.quota,
     )
     return EventStreamResponse(turn.listen())
 

@@ -60,6 +60,7 @@ _LOOKUP = (
         User.display_name,
         User.is_admin,
         User.created_at,
+        User.quota,
     )
     .join(User, User.id == ApiKey.user_id)
     .where(
@@ -86,11 +87,11 @@ async def resolve_key(connection: AsyncConnection, key: str, now: datetime) -> A
             found = row
     if found is None:
         return None
-    key_id, _, last_used, user_id, email, display_name, is_admin, created_at = found
+    key_id, _, last_used, user_id, email, display_name, is_admin, created_at, quota = found
     if last_used is None or now - last_used >= TOUCH_INTERVAL:
         await connection.execute(update(ApiKey).where(ApiKey.id == key_id).values(last_used_at=now))
         await connection.commit()
-    user = SessionUser(user_id, email, display_name, is_admin, created_at)
+    user = SessionUser(user_id, email, display_name, is_admin, created_at, quota)
     return Authenticated(user=user, session_id=None, token=key, key_id=key_id)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import bindparam, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
@@ -40,6 +41,8 @@ class SessionUser:
     display_name: str
     is_admin: bool
     created_at: datetime
+    quota: dict[str, Any] | None = None
+    """The user's own quota (null: the defaults apply), read with the user for the quota check."""
 
 
 @dataclass(slots=True)
@@ -66,6 +69,7 @@ _LOOKUP = (
         User.display_name,
         User.is_admin,
         User.created_at,
+        User.quota,
     )
     .join(User, User.id == AuthSession.user_id)
     .where(
@@ -120,13 +124,13 @@ async def resolve_session(
     ).first()
     if row is None:
         return None
-    session_id, last_seen, user_id, email, display_name, is_admin, created_at = row
+    session_id, last_seen, user_id, email, display_name, is_admin, created_at, quota = row
     if now - last_seen >= TOUCH_INTERVAL:
         await connection.execute(
             update(AuthSession).where(AuthSession.id == session_id).values(last_seen_at=now)
         )
         await connection.commit()
-    user = SessionUser(user_id, email, display_name, is_admin, created_at)
+    user = SessionUser(user_id, email, display_name, is_admin, created_at, quota)
     return Authenticated(user=user, session_id=session_id, token=token)
 
 

@@ -17,7 +17,7 @@ or waits for approvals, so the path a turn reads cannot change under it.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final, Literal
@@ -26,9 +26,10 @@ from sqlalchemy import exists, func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 from sqlalchemy.orm import aliased
 
-from app.agent import approvals, leases
+from app.agent import approvals, leases, quotas
 from app.agent.activations import list_activations, reset_activations
 from app.agent.capabilities.recorder import round_row
+from app.agent.quotas import Limits
 from app.agent.summaries import NothingToCover, SummaryFailed, summarise
 from app.agent.turn import Turn, TurnPlan
 from app.chats import repository
@@ -246,8 +247,11 @@ async def send_message(
     attachments: Sequence[uuid.UUID],
     model_id: str | None,
     parent: Parent = ACTIVE,
+    *,
+    quota: Mapping[str, Any] | None,
 ) -> Turn:
-    """Store the user's message under `parent` and start the turn that answers it."""
+    """Store the user's message under `parent` and start the turn that answers it; `quota` is
+    the user's own (null: the defaults apply)."""
     chat = await owned_chat(db, user_id, chat_id)
     if not content.strip() and not attachments:
         raise Invalid(("body", "content"), "a message needs content or an attachment")
@@ -268,6 +272,7 @@ async def send_message(
         if owned != len(attached):
             raise NotFound("upload not found")
     now = services.clock.now()
+    limits = await _within_quota(services, db, user_id, quota, now)
     title = title_from(content) if chat.title is None else None
     owner = await _take_lease(services, db, chat, now, for_message=True, title=title)
     if owner is None:
@@ -284,7 +289,20 @@ async def send_message(
     db.add(message)
     await db.flush()
     _follow_root(chat, old_root, content)
-    return await _start_answer(services, db, chat, owner, message.id, model)
+    return await _start_answer(services, db, chat, owner, message.id, model, limits)
+
+
+async def _within_quota(
+    services: Services,
+    db: AsyncSession,
+    user_id: uuid.UUID,
+    quota: Mapping[str, Any] | None,
+    now: datetime,
+) -> Limits:
+    """The user's limits, once they are known not to be used up (429 otherwise)."""
+    limits = quotas.limits_for(services.settings, quota)
+    await quotas.refuse_if_exceeded(db, services.registry, user_id, limits, now)
+    return limits
 
 
 async def _start_answer(
@@ -294,6 +312,7 @@ async def _start_answer(
     owner: str,
     question_id: int,
     model: ModelInfo,
+    limits: Limits,
 ) -> Turn:
     """Store the first round of the answer to `question_id` (the turn then starts without a
     write of its own), make it the active leaf, and launch the turn; the caller holds the lease."""
@@ -309,6 +328,7 @@ async def _start_answer(
         user_message_id=question_id,
         model=model,
         first_round_id=first_round.id,
+        limits=limits,
     )
     return services.turns.launch(plan)
 
@@ -320,6 +340,8 @@ async def regenerate(
     chat_id: uuid.UUID,
     message_id: int,
     model_id: str | None,
+    *,
+    quota: Mapping[str, Any] | None,
 ) -> Turn:
     """A new answer to the user message `message_id`, beside the old one (its sibling)."""
     chat = await owned_chat(db, user_id, chat_id)
@@ -333,10 +355,12 @@ async def regenerate(
     if not is_question:
         raise NotFound(f"no user message {message_id} in this chat")
     model = usable_model(services, model_id or chat.model)
-    owner = await _take_lease(services, db, chat, services.clock.now(), for_message=True)
+    now = services.clock.now()
+    limits = await _within_quota(services, db, user_id, quota, now)
+    owner = await _take_lease(services, db, chat, now, for_message=True)
     if owner is None:
         raise await _refuse_busy(db, chat_id)
-    return await _start_answer(services, db, chat, owner, message_id, model)
+    return await _start_answer(services, db, chat, owner, message_id, model, limits)
 
 
 async def switch_branch(
@@ -382,6 +406,8 @@ async def answer_approvals(
     user_id: uuid.UUID,
     chat_id: uuid.UUID,
     decisions: Sequence[Decision],
+    *,
+    quota: Mapping[str, Any] | None,
 ) -> Turn | list[str]:
     """Store the decisions; the request that answers the last pending call resumes the turn.
 
@@ -397,6 +423,7 @@ async def answer_approvals(
     if unknown:
         raise NotFound(f"no pending tool call {unknown[0]!r} in this chat")
     now = services.clock.now()
+    limits = await _within_quota(services, db, user_id, quota, now)
     for decision in decisions:
         row = pending[decision.tool_call_id].row_id
         await approvals.record_decision(db, row, decision.approved, decision.note, now)
@@ -423,6 +450,7 @@ async def answer_approvals(
         user_message_id=question,
         model=model,
         resume=approvals.deferred_results(calls),
+        limits=limits,
     )
     return services.turns.launch(plan)
 
@@ -500,20 +528,26 @@ async def stop_turn(
 
 
 async def compact(
-    services: Services, db: AsyncSession, user_id: uuid.UUID, chat_id: uuid.UUID
+    services: Services,
+    db: AsyncSession,
+    user_id: uuid.UUID,
+    chat_id: uuid.UUID,
+    *,
+    quota: Mapping[str, Any] | None,
 ) -> ChatSummary:
     """Summarise the chat's older messages now, holding its turn lease while the summary runs."""
     chat = await owned_chat(db, user_id, chat_id)
     model = usable_model(services, chat.model)
     if await approvals.has_pending(db, chat_id):
         raise Conflict(WAITS_FOR_APPROVALS)
+    await _within_quota(services, db, user_id, quota, services.clock.now())
     owner = await _take_lease(services, db, chat, services.clock.now())
     if owner is None:
         raise Conflict("a turn is running in this chat")
     await db.commit()
     try:
         async with services.turns.holding(owner):
-            return await summarise(services, chat_id, model)
+            return await summarise(services, user_id, chat_id, model)
     except NothingToCover:
         raise Invalid(
             ("path", "chat_id"), "nothing to summarise: the chat is within the kept window"

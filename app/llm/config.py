@@ -31,6 +31,16 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class Pricing(_Strict):
+    """USD per million tokens. A cache price left out is the input price (what a provider
+    without prompt-cache prices charges for those tokens)."""
+
+    input: float = Field(ge=0, le=10_000, allow_inf_nan=False)
+    output: float = Field(ge=0, le=10_000, allow_inf_nan=False)
+    cache_read: float | None = Field(default=None, ge=0, le=10_000, allow_inf_nan=False)
+    cache_write: float | None = Field(default=None, ge=0, le=10_000, allow_inf_nan=False)
+
+
 class ModelConfig(_Strict):
     id: str = Field(min_length=1, max_length=200)
     name: str | None = None
@@ -39,6 +49,8 @@ class ModelConfig(_Strict):
     max_output_tokens: int = Field(default=8192, gt=0)
     compact_threshold: float | None = Field(default=None, gt=0, le=1)
     """This model's own share of its context window that triggers a summary."""
+    pricing: Pricing | None = None
+    """What its tokens cost; without it, usage shows the model's cost as null."""
 
 
 class EnrichRule(_Strict):

@@ -4,7 +4,7 @@ from app.models.chats import ActivatedTool, Chat, ChatLlmTool, ChatSummary, Mess
 from app.models.installation import Installation
 from app.models.knowledge import ChatEvidence, KnowledgeChunk
 from app.models.live import LiveEvent
-from app.models.llm import LlmRequest
+from app.models.llm import LlmRequest, UsageDaily
 from app.models.mcp import McpConnection
 from app.models.uploads import Upload
 from app.models.users import ApiKey, AuthSession, LoginFailure, User
@@ -25,5 +25,6 @@ __all__ = [
     "McpConnection",
     "Message",
     "Upload",
+    "UsageDaily",
     "User",
 ]

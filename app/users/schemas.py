@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any
 
 from pydantic import BaseModel, Field, StrictBool, field_validator, model_validator
@@ -168,3 +168,25 @@ class AdminUserPatch(RequestBody):
         if "quota" in self.model_fields_set:
             changes["quota"] = self.quota.model_dump() if self.quota is not None else None
         return changes
+
+
+class UsageFigures(BaseModel):
+    requests: int
+    input_tokens: int
+    output_tokens: int
+    cache_read_tokens: int
+    cache_write_tokens: int
+    cost_usd: float | None
+    """USD, from the models' `pricing`; null when none of the requests had a priced model."""
+
+
+class UsageItem(UsageFigures):
+    day: date | None = None
+    model: str | None = None
+    user_id: uuid.UUID | None = None
+    email: str | None = None
+
+
+class UsageOut(BaseModel):
+    items: list[UsageItem]
+    total: UsageFigures

@@ -412,6 +412,7 @@ async def test_deleting_a_user_removes_every_row_and_file_that_was_theirs(
         "chat_summaries",
         "knowledge_chunks",
         "chat_evidence",
+        "usage_daily",
     }
     assert expected <= owned, expected - owned
     root = user_root(services.settings.data_dir, person.user["id"])

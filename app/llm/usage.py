@@ -1,0 +1,123 @@
+"""Usage: the running totals the request log feeds, and what they cost.
+
+`count` adds request rows to `usage_daily` in the transaction that inserts them (it is the
+`then` of `insert_once`), with one upsert per row: `INSERT … ON CONFLICT DO UPDATE` adding to the
+totals, which both engines have, so concurrent requests of one user in several workers add up
+without a lost update.
+
+Cost is linear in the token counts, so it is computed from summed tokens, per model: the grouped
+queries sum per (group, model) in SQL and `cost_usd` prices those few sums. `input_tokens` is the
+whole prompt, cached tokens included (as pydantic-ai reports every provider's usage); the
+uncached part is priced at the input price, cache reads and writes at theirs.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import date
+
+from sqlalchemy import func, select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
+
+from app.core.db.base import Base
+from app.llm.config import Pricing
+from app.models import LlmRequest, UsageDaily
+
+TOKEN_COLUMNS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
+
+
+async def count(db: AsyncSession, rows: Sequence[Base]) -> None:
+    """Add the request rows among `rows` to their user's totals for the UTC day they started
+    on (other rows inserted with them are left alone)."""
+    dialect = db.get_bind().dialect.name
+    make_insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    for row in rows:
+        if not isinstance(row, LlmRequest) or row.user_id is None:
+            continue
+        values = {name: getattr(row, name) or 0 for name in TOKEN_COLUMNS}
+        statement = make_insert(UsageDaily).values(
+            user_id=row.user_id, day=row.started_at.date(), model=row.model, requests=1, **values
+        )
+        table = UsageDaily.__table__.c
+        await db.execute(
+            statement.on_conflict_do_update(
+                index_elements=["user_id", "day", "model"],
+                set_={
+                    "requests": table.requests + 1,
+                    **{name: table[name] + statement.excluded[name] for name in TOKEN_COLUMNS},
+                },
+            )
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Tokens:
+    requests: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+    @property
+    def total(self) -> int:
+        """What a token quota counts: input + output + cache read + cache write."""
+        cached = self.cache_read_tokens + self.cache_write_tokens
+        return self.input_tokens + self.output_tokens + cached
+
+    def __add__(self, other: Tokens) -> Tokens:
+        return Tokens(
+            self.requests + other.requests,
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cache_read_tokens + other.cache_read_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
+        )
+
+
+def cost_usd(pricing: Pricing | None, tokens: Tokens) -> float | None:
+    """What `tokens` of one model cost, or None for a model without pricing."""
+    if pricing is None:
+        return None
+    cached = tokens.cache_read_tokens + tokens.cache_write_tokens
+    uncached = max(tokens.input_tokens - cached, 0)
+    read = pricing.input if pricing.cache_read is None else pricing.cache_read
+    write = pricing.input if pricing.cache_write is None else pricing.cache_write
+    return (
+        uncached * pricing.input
+        + tokens.output_tokens * pricing.output
+        + tokens.cache_read_tokens * read
+        + tokens.cache_write_tokens * write
+    ) / 1_000_000
+
+
+SUMS = (
+    func.sum(UsageDaily.requests),
+    *(func.sum(getattr(UsageDaily, name)) for name in TOKEN_COLUMNS),
+)
+
+
+def tokens_of(values: Sequence[int | None]) -> Tokens:
+    return Tokens(*(int(value or 0) for value in values))
+
+
+async def month_so_far(
+    db: AsyncSession | AsyncConnection, user_id: uuid.UUID, today: date
+) -> tuple[dict[str, Tokens], Tokens]:
+    """The user's totals this month per model, and today's over all models (one indexed read
+    of at most a row per day and model)."""
+    rows = await db.execute(
+        select(UsageDaily.day, UsageDaily.model, UsageDaily.requests)
+        .add_columns(*(getattr(UsageDaily, name) for name in TOKEN_COLUMNS))
+        .where(UsageDaily.user_id == user_id, UsageDaily.day.between(today.replace(day=1), today))
+    )
+    month: dict[str, Tokens] = {}
+    on_today = Tokens()
+    for day, model, *values in rows:
+        tokens = tokens_of(values)
+        month[model] = month.get(model, Tokens()) + tokens
+        if day == today:
+            on_today += tokens
+    return month, on_today

@@ -44,7 +44,7 @@ async def count(db: AsyncSession, rows: Sequence[Base]) -> None:
         table = UsageDaily.__table__.c
         await db.execute(
             statement.on_conflict_do_update(
-                index_elements=["user_id", "day", "model"],
+                index_elements=["user_id", "model", "day"],
                 set_={
                     "requests": table.requests + 1,
                     **{name: table[name] + statement.excluded[name] for name in TOKEN_COLUMNS},

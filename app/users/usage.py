@@ -60,25 +60,34 @@ async def report(
     keys: tuple[Any, ...] = {
         "day": (UsageDaily.day,),
         "model": (),
-        "user": (UsageDaily.user_id, User.email),
+        "user": (UsageDaily.user_id,),
     }[group_by]
     query = select(*keys, UsageDaily.model, *SUMS).where(UsageDaily.day.between(first, last))
     if user_id is not None:
         query = query.where(UsageDaily.user_id == user_id)
-    if group_by == "user":
-        query = query.join(User, User.id == UsageDaily.user_id)
     query = query.group_by(*keys, UsageDaily.model)
 
     groups: dict[tuple[Any, ...], _Group] = {}
     total = _Group(Tokens(), None)
+    prices: dict[str, Any] = {}
     for row in await connection.execute(query):
         *key, model = row[: len(keys) + 1]
         tokens = tokens_of(row[len(keys) + 1 :])
-        info = registry.get(model)
-        cost = cost_usd(info.config.pricing if info is not None else None, tokens)
+        if model not in prices:
+            info = registry.get(model)
+            prices[model] = info.config.pricing if info is not None else None
+        cost = cost_usd(prices[model], tokens)
         group_key = (model,) if group_by == "model" else tuple(key)
         groups.setdefault(group_key, _Group(Tokens(), None)).add(tokens, cost)
         total.add(tokens, cost)
+    if group_by == "user" and groups:  # the emails, once per user rather than per summed row
+        ids = [key[0] for key in groups]
+        emails = dict(
+            (await connection.execute(select(User.id, User.email).where(User.id.in_(ids))))
+            .tuples()
+            .all()
+        )
+        groups = {(key[0], emails.get(key[0], "")): group for key, group in groups.items()}
 
     items = [(key, group) for key, group in groups.items()]
     if group_by == "user":

@@ -20,17 +20,17 @@ def upgrade() -> None:
     op.create_table(
         "usage_daily",
         sa.Column("user_id", sa.Uuid(), nullable=False),
-        sa.Column("day", sa.Date(), nullable=False),
         sa.Column("model", sa.String(length=300), nullable=False),
+        sa.Column("day", sa.Date(), nullable=False),
         sa.Column("requests", sa.BigInteger(), nullable=False),
         sa.Column("input_tokens", sa.BigInteger(), nullable=False),
         sa.Column("output_tokens", sa.BigInteger(), nullable=False),
         sa.Column("cache_read_tokens", sa.BigInteger(), nullable=False),
         sa.Column("cache_write_tokens", sa.BigInteger(), nullable=False),
         sa.ForeignKeyConstraint(["user_id"], ["users.id"], ondelete="CASCADE"),
-        sa.PrimaryKeyConstraint("user_id", "day", "model"),
+        sa.PrimaryKeyConstraint("user_id", "model", "day"),
+        sqlite_with_rowid=False,
     )
-    op.create_index(op.f("ix_usage_daily_day"), "usage_daily", ["day"], unique=False)
     if op.get_bind().dialect.name == "postgresql":
         day = "CAST(started_at AT TIME ZONE 'UTC' AS DATE)"
     else:
@@ -49,5 +49,4 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    op.drop_index(op.f("ix_usage_daily_day"), table_name="usage_daily")
     op.drop_table("usage_daily")

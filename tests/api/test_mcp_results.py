@@ -232,7 +232,8 @@ async def test_tool_errors_are_results_and_never_end_the_turn(
     assert all(m["status"] == "ok" and m["error"] is None for m in chat["messages"])
     failed = calls(chat)[1:]
     assert len(failed) == 4 and all(c["status"] == "failed" for c in failed)
-    assert all("the lookup failed: no such city" in c["result"] for c in failed)
+    results = [c["result"] for c in failed]
+    assert all("the lookup failed: no such city" in r for r in results), results
     assert "the lookup failed: no such city" in request_text(fake.model_requests[2].body)
     assert chat["messages"][-1]["content"] == "The lookup keeps failing."
 

@@ -22,6 +22,7 @@ from app.llm.usage import SUMS, Tokens, cost_usd, tokens_of
 from app.models import UsageDaily, User
 
 GroupBy = Literal["day", "model", "user"]
+EMAILS_PER_QUERY = 5_000
 
 
 @dataclass(slots=True)
@@ -82,11 +83,11 @@ async def report(
         total.add(tokens, cost)
     if group_by == "user" and groups:  # the emails, once per user rather than per summed row
         ids = [key[0] for key in groups]
-        emails = dict(
-            (await connection.execute(select(User.id, User.email).where(User.id.in_(ids))))
-            .tuples()
-            .all()
-        )
+        emails: dict[Any, str] = {}
+        for start in range(0, len(ids), EMAILS_PER_QUERY):  # within SQLite's bound parameters
+            chunk = ids[start : start + EMAILS_PER_QUERY]
+            found = await connection.execute(select(User.id, User.email).where(User.id.in_(chunk)))
+            emails.update((row.id, row.email) for row in found)
         groups = {(key[0], emails.get(key[0], "")): group for key, group in groups.items()}
 
     items = [(key, group) for key, group in groups.items()]

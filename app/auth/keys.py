@@ -22,7 +22,7 @@ from datetime import datetime
 from sqlalchemy import bindparam, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app.auth.sessions import TOUCH_INTERVAL, Authenticated, SessionUser
+from app.auth.sessions import TOUCH_INTERVAL, USER_COLUMNS, Authenticated, SessionUser
 from app.models import ApiKey, User
 
 KEY_MARK = "hth_"
@@ -51,17 +51,7 @@ def looks_like_key(value: str) -> bool:
 
 
 _LOOKUP = (
-    select(
-        ApiKey.id,
-        ApiKey.key_hash,
-        ApiKey.last_used_at,
-        User.id,
-        User.email,
-        User.display_name,
-        User.is_admin,
-        User.created_at,
-        User.quota,
-    )
+    select(ApiKey.id, ApiKey.key_hash, ApiKey.last_used_at, *USER_COLUMNS)
     .join(User, User.id == ApiKey.user_id)
     .where(
         ApiKey.prefix == bindparam("prefix"),
@@ -87,12 +77,11 @@ async def resolve_key(connection: AsyncConnection, key: str, now: datetime) -> A
             found = row
     if found is None:
         return None
-    key_id, _, last_used, user_id, email, display_name, is_admin, created_at, quota = found
+    key_id, _, last_used, *user_fields = found
     if last_used is None or now - last_used >= TOUCH_INTERVAL:
         await connection.execute(update(ApiKey).where(ApiKey.id == key_id).values(last_used_at=now))
         await connection.commit()
-    user = SessionUser(user_id, email, display_name, is_admin, created_at, quota)
-    return Authenticated(user=user, session_id=None, token=key, key_id=key_id)
+    return Authenticated(user=SessionUser(*user_fields), session_id=None, token=key, key_id=key_id)
 
 
 def key_row(

@@ -60,17 +60,11 @@ class Authenticated:
         return self.key_id is not None
 
 
+USER_COLUMNS = (User.id, User.email, User.display_name, User.is_admin, User.created_at, User.quota)
+"""What a request's lookup (by session or by key) reads of its user: `SessionUser`, in order."""
+
 _LOOKUP = (
-    select(
-        AuthSession.id,
-        AuthSession.last_seen_at,
-        User.id,
-        User.email,
-        User.display_name,
-        User.is_admin,
-        User.created_at,
-        User.quota,
-    )
+    select(AuthSession.id, AuthSession.last_seen_at, *USER_COLUMNS)
     .join(User, User.id == AuthSession.user_id)
     .where(
         AuthSession.token_hash == bindparam("token_hash"),
@@ -124,14 +118,13 @@ async def resolve_session(
     ).first()
     if row is None:
         return None
-    session_id, last_seen, user_id, email, display_name, is_admin, created_at, quota = row
+    session_id, last_seen, *user_fields = row
     if now - last_seen >= TOUCH_INTERVAL:
         await connection.execute(
             update(AuthSession).where(AuthSession.id == session_id).values(last_seen_at=now)
         )
         await connection.commit()
-    user = SessionUser(user_id, email, display_name, is_admin, created_at, quota)
-    return Authenticated(user=user, session_id=session_id, token=token)
+    return Authenticated(user=SessionUser(*user_fields), session_id=session_id, token=token)
 
 
 async def revoke_session(db: AsyncSession, session_id: uuid.UUID, now: datetime) -> None:

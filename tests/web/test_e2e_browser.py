@@ -108,8 +108,8 @@ async def held_until(page: Any, url: str, method: str) -> asyncio.Event:
 
 async def test_sign_up_send_see_it_stream_and_sign_out(tab: Tab, anon: Client) -> None:
     page = await tab.open()
-    await page.get_by_label("Email").fill("Ada@Example.com")
-    await page.get_by_label("Password").fill("correct horse")
+    await page.get_by_label("Email", exact=True).fill("Ada@Example.com")
+    await page.get_by_label("Password", exact=True).fill("correct horse")
     await page.get_by_label("Display name").fill("Ada L.")
     await page.get_by_role("button", name="Sign up").click()
     await expect(page.get_by_role("button", name="Sign out")).to_be_visible()
@@ -147,7 +147,7 @@ async def test_sign_up_send_see_it_stream_and_sign_out(tab: Tab, anon: Client) -
     await expect(page.get_by_role("log")).to_contain_text(chat["messages"][2]["content"])
 
     await page.get_by_role("button", name="Sign out").click()
-    await expect(page.get_by_label("Email")).to_be_visible()
+    await expect(page.get_by_label("Email", exact=True)).to_be_visible()
     await expect(page.get_by_role("alert")).to_have_text("You have signed out.")
     assert (await anon.get("/api/auth/me")).status_code == 401  # the session was revoked
     await page.reload()
@@ -478,12 +478,12 @@ async def test_an_expired_session_goes_back_to_sign_in(tab: Tab, user: Client) -
     page = await sign_in_as(tab, user)
     assert (await user.post("/api/auth/logout")).status_code == 204  # revoked elsewhere
     await page.get_by_role("button", name="New chat").click()
-    await expect(page.get_by_label("Email")).to_be_visible()
+    await expect(page.get_by_label("Email", exact=True)).to_be_visible()
     await expect(page.get_by_role("alert")).to_have_text(
         "Your session has ended. Sign in again to continue."
     )
-    await page.get_by_label("Email").fill(user.user["email"])
-    await page.get_by_label("Password").fill(user.password)
+    await page.get_by_label("Email", exact=True).fill(user.user["email"])
+    await page.get_by_label("Password", exact=True).fill(user.password)
     await page.get_by_role("button", name="Sign in").click()
     await expect(page.get_by_role("button", name="Sign out")).to_be_visible()
 
@@ -492,19 +492,19 @@ async def test_failed_requests_say_what_went_wrong(
     tab: Tab, user: Client, services: Services
 ) -> None:
     page = await tab.open()
-    await page.get_by_label("Email").fill(user.user["email"])
-    await page.get_by_label("Password").fill("not the password")
+    await page.get_by_label("Email", exact=True).fill(user.user["email"])
+    await page.get_by_label("Password", exact=True).fill("not the password")
     await page.get_by_role("button", name="Sign in").click()
     alert = page.locator("#auth-error")
     await expect(alert).to_have_text("Wrong email or password")
-    await page.get_by_label("Password").fill("short")
+    await page.get_by_label("Password", exact=True).fill("short")
     await page.get_by_role("button", name="Sign up").click()
     await expect(alert).to_have_text("Choose a password of at least 8 characters.")
-    await page.get_by_label("Password").fill("long enough password")
+    await page.get_by_label("Password", exact=True).fill("long enough password")
     await page.get_by_role("button", name="Sign up").click()
     await expect(alert).to_have_text("An account with this email exists")
 
-    await page.get_by_label("Password").fill(user.password)
+    await page.get_by_label("Password", exact=True).fill(user.password)
     await page.get_by_role("button", name="Sign in").click()
     await expect(page.get_by_role("button", name="Sign out")).to_be_visible()
     services.settings = services.settings.model_copy(update={"max_upload_bytes": 1000})
@@ -524,7 +524,7 @@ async def test_failed_requests_say_what_went_wrong(
 
 async def test_names_focus_order_and_contrast(tab: Tab, user: Client) -> None:
     page = await tab.open()
-    await expect(page.get_by_label("Email")).to_be_focused()  # the page starts at Email
+    await expect(page.get_by_label("Email", exact=True)).to_be_focused()  # the page starts at Email
     order = [await page.evaluate("document.activeElement.id")]
     for _ in range(4):
         await page.keyboard.press("Tab")

@@ -206,4 +206,43 @@ export const api = {
   /** The rest of the turn as a stream, or 202 when another worker runs it. */
   answerElicitation: (id, answer) =>
     streamRequest(`/api/chats/${encodeURIComponent(id)}/elicitations`, answer),
+
+  // the account: password, sessions, API keys, usage
+  /** A 401 here is a wrong current password as often as an ended session: `me` tells which. */
+  changePassword: (currentPassword, newPassword) =>
+    request(
+      "POST",
+      "/api/auth/password",
+      { current_password: currentPassword, new_password: newPassword },
+      { quiet401: true },
+    ),
+  /** Whether the session still holds; a 401 goes back to the sign-in form, as anywhere else. */
+  stillSignedIn: () => request("GET", "/api/auth/me"),
+  sessions: () => request("GET", "/api/auth/sessions"),
+  revokeSession: (id) => request("DELETE", `/api/auth/sessions/${encodeURIComponent(id)}`),
+  logoutAll: () => request("POST", "/api/auth/logout-all", undefined, { quiet401: true }),
+  keys: () => request("GET", "/api/keys"),
+  /** Answers the key with `key` itself, which no later answer holds. */
+  createKey: (name, expiresInDays) =>
+    request("POST", "/api/keys", {
+      name,
+      ...(expiresInDays ? { expires_in_days: expiresInDays } : {}),
+    }),
+  revokeKey: (id) => request("DELETE", `/api/keys/${encodeURIComponent(id)}`),
+  /** `range` is `{from, to}` as `YYYY-MM-DD` (UTC, `to` included). */
+  usage: (range, groupBy) => request("GET", `/api/usage?${query({ ...range, group_by: groupBy })}`),
+
+  // administration (admins only)
+  adminUsers: (q, cursor) => request("GET", `/api/admin/users?${query({ limit: 50, q, cursor })}`),
+  /** `changes` holds any of `is_admin`, `disabled`, `quota`; answers the user as it now is. */
+  updateUser: (id, changes) => request("PATCH", `/api/admin/users/${encodeURIComponent(id)}`, changes),
+  deleteUser: (id) => request("DELETE", `/api/admin/users/${encodeURIComponent(id)}`),
+  adminUsage: (range, groupBy, userId) =>
+    request("GET", `/api/admin/usage?${query({ ...range, group_by: groupBy, user_id: userId })}`),
 };
+
+/** A query string of the parameters that have a value. */
+function query(params) {
+  const kept = Object.entries(params).filter(([, value]) => value !== null && value !== undefined && value !== "");
+  return new URLSearchParams(kept.map(([name, value]) => [name, String(value)])).toString();
+}

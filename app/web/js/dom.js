@@ -50,3 +50,21 @@ export function formatSize(bytes) {
   if (bytes < 1024 * 1024) return `${(bytes / 1024).toFixed(1)} KB`;
   return `${(bytes / 1024 / 1024).toFixed(1)} MB`;
 }
+
+const COUNT = new Intl.NumberFormat("en-US");
+
+/** A whole number with thousands separators: 12,345. */
+export function formatCount(value) {
+  return COUNT.format(value);
+}
+
+/** US dollars, to the cent from a dollar up and to a hundredth of a cent below; null: unpriced. */
+export function formatUsd(value) {
+  if (value === null || value === undefined) return "no price";
+  return `$${value.toFixed(value >= 1 ? 2 : 4)}`;
+}
+
+/** A server time (ISO 8601) in the reader's own locale and zone; null: never. */
+export function formatWhen(iso, never = "never") {
+  return iso ? new Date(iso).toLocaleString() : never;
+}

@@ -5,8 +5,11 @@
 import { ApiError, api, upload, whenSignedOut } from "./api.js";
 import { Log } from "./conversation.js";
 import { announce, clear, formatSize, h, itemAction } from "./dom.js";
+import { adminPanel } from "./admin.js";
 import { filesPanel, toolsPanel } from "./panels.js";
+import { settingsPanel } from "./settings.js";
 import { TurnFold, chunks, streamPosition } from "./stream.js";
+import { usagePanel } from "./usage.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -65,6 +68,7 @@ function showAuth(message = "") {
   stopRetry();
   state.user = null;
   state.chat = null;
+  for (const dialog of document.querySelectorAll("dialog[open]")) dialog.close();
   $("app").hidden = true;
   $("auth").hidden = false;
   $("auth-error").textContent = message;
@@ -117,6 +121,7 @@ async function showApp(user) {
   $("app").hidden = false;
   $("auth-form").reset();
   $("who").textContent = user.display_name || user.email;
+  $("open-admin").hidden = !user.is_admin;
   $("app").setAttribute("aria-busy", "true");
   await attempt(async () => {
     state.models = await api.models();
@@ -785,6 +790,14 @@ async function boot() {
   $("reset-tools").addEventListener("click", resetTools);
   $("open-files").addEventListener("click", filesPanel($("files-dialog")));
   $("open-tools").addEventListener("click", toolsPanel($("tools-dialog")));
+  $("open-usage").addEventListener("click", usagePanel($("usage-dialog")));
+  $("open-settings").addEventListener(
+    "click",
+    settingsPanel($("settings-dialog"), {
+      onEverywhere: () => showAuth("You have signed out everywhere."),
+    }),
+  );
+  $("open-admin").addEventListener("click", adminPanel($("admin-dialog"), { me: () => state.user }));
   $("attach").addEventListener("click", () => $("file-input").click());
   $("file-input").addEventListener("change", (event) => {
     addFiles(event.target.files);

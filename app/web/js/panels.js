@@ -1,8 +1,8 @@
-// The two side panels, as native <dialog>s (focus kept inside, Escape closes, focus returns to
-// the button that opened them): the user's files with their indexing status, and the catalogue
-// of tool groups a model can activate. Each is drawn afresh from the API when it opens.
+// Two side panels (dialogs.js says how a panel opens): the user's files with their indexing
+// status, and the catalogue of tool groups a model can activate.
 
-import { ApiError, api } from "./api.js";
+import { api } from "./api.js";
+import { failed, opener } from "./dialogs.js";
 import { clear, formatSize, h, itemAction } from "./dom.js";
 
 const INGESTION_TEXT = {
@@ -10,20 +10,6 @@ const INGESTION_TEXT = {
   ready: "searchable",
   failed: "not searchable",
 };
-
-function opener(dialog, draw) {
-  for (const button of dialog.querySelectorAll("[data-close]")) {
-    button.addEventListener("click", () => dialog.close());
-  }
-  return async () => {
-    if (!dialog.open) dialog.showModal();
-    await draw();
-  };
-}
-
-function failed(box, error) {
-  if (!(error instanceof ApiError && error.status === 401)) box.textContent = error.message;
-}
 
 export function filesPanel(dialog) {
   const list = dialog.querySelector("#files-list");

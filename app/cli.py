@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 from typing import Any
 
@@ -180,17 +181,26 @@ def _serve(settings: Settings, host: str, port: int, workers: int) -> None:
     import uvicorn
 
     from app.main import create_app
+    from app.observability.logs import configure_logging
+    from app.observability.metrics import serving_directory
 
+    log_format = settings.log_format or ("text" if sys.stderr.isatty() else "json")
+    configure_logging(log_format)
+    os.environ["HEARTH_LOG_FORMAT"] = log_format  # for the workers, which log the same way
     if settings.auto_migrate:
         asyncio.run(_migrate(settings))
     asyncio.run(_claim_data_dir(settings))
     settings.signing_key  # noqa: B018  (create the secret once, before workers race for it)
     # uvicorn's proxy handling would believe X-Forwarded-For from loopback; the app decides
     # whose forwarding headers to believe (HEARTH_TRUSTED_PROXIES, app.auth.addresses).
-    if workers > 1:
-        uvicorn.run("app.main:app", host=host, port=port, workers=workers, proxy_headers=False)
-    else:
-        uvicorn.run(create_app(settings), host=host, port=port, proxy_headers=False)
+    # Its own access log is off: hearth logs each request itself, with its id (app.observability).
+    options: dict[str, Any] = {"host": host, "port": port, "proxy_headers": False}
+    options |= {"access_log": False, "log_config": None}
+    with serving_directory(enabled=settings.metrics_token is not None):
+        if workers > 1:
+            uvicorn.run("app.main:app", workers=workers, **options)
+        else:
+            uvicorn.run(create_app(settings), **options)
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ from app.api import (
     keys,
     mcp_connections,
     messages,
+    metrics,
     models,
     tools,
     uploads,
@@ -54,6 +55,10 @@ from app.files.sweep import start_sweep
 from app.knowledge.ingest import Ingestor
 from app.llm.probe import probe_local_providers
 from app.llm.registry import ModelRegistry
+from app.observability import traces
+from app.observability.http import ObservedRequests
+from app.observability.logs import configure_logging
+from app.observability.metrics import Metrics, metrics_for
 from app.services import Services
 from app.settings import Settings
 from app.tools.catalogue import Catalogue, Entry
@@ -109,6 +114,7 @@ async def claim_data_dir(engine: AsyncEngine, settings: Settings) -> None:
 
 ROUTERS = (
     health,
+    metrics,
     auth,
     keys,
     admin,
@@ -132,6 +138,9 @@ ROUTERS = (
 def create_app(settings: Settings | None = None, *, clock: Clock | None = None) -> FastAPI:
     settings = settings or Settings()
     services = build_services(settings, clock)
+    services.metrics = metrics_for(settings.metrics_token)
+    if services.metrics.enabled and services.mcp is not None:
+        services.mcp.watch(services.metrics.mcp_servers)
     services.turns = TurnSupervisor(services)
     app = FastAPI(
         title="hearth",
@@ -147,6 +156,9 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
     _document_the_stream(app)
     errors.install(app)
     _add_middleware(app, settings)
+    # Outermost: every answer is counted and logged, errors and refusals too.
+    app.add_middleware(ObservedRequests, metrics=services.metrics)
+    services.tracing = traces.install(app, services.engine, include_content=settings.trace_content)
     return app
 
 
@@ -178,6 +190,10 @@ def _lifespan(services: Services) -> Callable[[FastAPI], AbstractAsyncContextMan
                 await services.mcp.close()
             probe.cancel()
             await services.engine.dispose()
+            if isinstance(services.metrics, Metrics):
+                services.metrics.close()
+            if services.tracing is not None:
+                services.tracing.close()
 
     return lifespan
 
@@ -213,7 +229,10 @@ def __getattr__(name: str) -> FastAPI:
     # `app.main:app` for uvicorn and other ASGI servers, built on first access only, so that
     # importing this module (tests, the CLI) never reads the environment by accident.
     if name == "app":
-        application = create_app()
+        settings = Settings()
+        if settings.log_format is not None:  # a worker of `hearth serve --workers N`
+            configure_logging(settings.log_format)
+        application = create_app(settings)
         globals()["app"] = application
         return application
     raise AttributeError(name)

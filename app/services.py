@@ -18,6 +18,8 @@ from app.clock import Clock
 from app.knowledge.ingest import Ingestor
 from app.llm.factory import ModelCache
 from app.llm.registry import ModelRegistry
+from app.observability.metrics import NO_METRICS, Reporter
+from app.observability.traces import Tracing
 from app.settings import Settings
 from app.tools.catalogue import Catalogue
 from app.tools.groups import GroupCall, no_group_call
@@ -45,6 +47,10 @@ class Services:
     """Users connecting the MCP servers they use with their own accounts (`auth: oauth`)."""
     ingestor: Ingestor | None = None
     """Makes uploaded documents searchable, in the background."""
+    metrics: Reporter = NO_METRICS
+    """Prometheus metrics when `HEARTH_METRICS_TOKEN` is set; else reports are dropped."""
+    tracing: Tracing | None = None
+    """OpenTelemetry, when an OTLP endpoint is configured (`app.observability.traces`)."""
     turns: TurnSupervisor = field(init=False)
     """The turns running in this process; attached by `create_app`."""
 

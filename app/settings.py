@@ -62,6 +62,18 @@ class Settings(BaseSettings):
         default=None, ge=0, le=1_000_000, allow_inf_nan=False
     )
     """Cost a month for users without their own quota; empty: unlimited."""
+    metrics_token: SecretStr | None = None
+    """The bearer token `GET /metrics` asks for; unset: no metrics are kept and it is a 404."""
+    log_format: Literal["json", "text"] | None = None
+    """One JSON object a line, or plain text; unset: JSON under `hearth serve` when stderr is
+    not a terminal, text otherwise."""
+    trace_content: bool = False
+    """With tracing on, model request spans carry the messages and tool arguments too."""
+
+    @field_validator("metrics_token", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: object) -> object:
+        return None if isinstance(value, str) and not value.strip() else value
 
     @field_validator("default_quota_daily_tokens", "default_quota_monthly_usd", mode="before")
     @classmethod

@@ -44,6 +44,16 @@ Since the provider's part is fixed, whatever a client sees beyond it is hearth's
     the time for 2,000 messages <= 12 x that for 200, and the same number of statements for
     every size.
 
+(o) Observability, when asked for (`--parts o`): server CPU per turn with metrics and tracing
+    on (`HEARTH_METRICS_TOKEN`, and `OTEL_EXPORTER_OTLP_ENDPOINT` pointing at an OTLP/HTTP
+    receiver in a process of its own, `tests/fakes/otlp.py`, which decodes every export; the
+    server is scraped once a burst) against both off, the two servers side by side, each on its
+    own database and fake; `--observe-rounds` (6) bursts of `--observe-turns` (50) turns at once
+    to each, the order rotated every round. Target: the median of the rounds' ratios, on over
+    off, <= 1.10. With `--baseline DIR` a third server runs from DIR (a tree from before
+    observability existed) with both off: off over it should show no difference beyond the
+    baseline's own spread between rounds (or 3 %).
+
 hearth runs as `hearth serve` does: `python -m app.cli serve`, one uvicorn worker (uvloop and
 httptools when installed), schema upgraded at start, on a fresh database: a SQLite file in a
 temporary folder (`--db sqlite`, the default) or a randomly named PostgreSQL database created
@@ -58,6 +68,7 @@ Exit status 0 when every target of the parts run is met, 1 otherwise.
 
     .venv/bin/python bench/turn_overhead.py
     .venv/bin/python bench/turn_overhead.py --db postgresql --parts b --concurrency 100
+    .venv/bin/python bench/turn_overhead.py --parts o --baseline ../hearth-before
 """
 
 from __future__ import annotations
@@ -408,23 +419,29 @@ async def start_fake(
 
 @contextlib.asynccontextmanager
 async def running_stack(
-    database_url: str, workdir: Path, spec: str, tree: Path
+    database_url: str,
+    workdir: Path,
+    spec: str,
+    tree: Path,
+    extra_env: dict[str, str] | None = None,
+    name: str = "processes",
 ) -> AsyncIterator[Stack]:
-    log_path = workdir / "processes.log"
+    log_path = workdir / f"{name}.log"
     with log_path.open("wb") as log:
         fake, fake_port = await start_fake(spec, log, tree)
         server = None
         try:
-            providers = workdir / "providers.yaml"
+            providers = workdir / f"providers-{name}.yaml"
             providers.write_text(providers_yaml(fake_port))
             port = free_port()
             env = {
                 "HEARTH_DATABASE_URL": database_url,
-                "HEARTH_DATA_DIR": str(workdir / "data"),
+                "HEARTH_DATA_DIR": str(workdir / f"data-{name}"),
                 "HEARTH_SECRET_KEY": secrets.token_urlsafe(32),
                 "HEARTH_PROVIDERS_FILE": str(providers),
                 "HEARTH_AUTO_MIGRATE": "1",
                 PROVIDER_KEY_ENV: PROVIDER_KEY,
+                **(extra_env or {}),
             }
             command = [sys.executable, "-m", "app.cli", "serve", "--host", LOOPBACK]
             command += ["--port", str(port), "--workers", "1"]
@@ -896,6 +913,158 @@ def _per_turn(used: float | None, count: int) -> str:
 
 
 # --------------------------------------------------------------------------------------------
+# (o) Observability: metrics and traces on against both off.
+# --------------------------------------------------------------------------------------------
+OBSERVED_TARGET = 1.10
+METRICS_TOKEN = "bench-metrics-token"
+
+
+@dataclass
+class Observed:
+    """One server of part (o) and the CPU its bursts used."""
+
+    label: str
+    stack: Stack
+    account: Account
+    cpu: list[float] = field(default_factory=list)
+    """Server CPU seconds per turn, one figure per burst."""
+    scrape: bool = False
+
+
+async def _burst_cpu(observed: Observed, count: int, round_index: int) -> str | None:
+    """`count` turns at once; the server CPU per turn, or what went wrong."""
+    stack, account = observed.stack, observed.account
+    control = await Connection.open(stack.port)
+    try:
+        chats = [await create_chat(control, account) for _ in range(count)]
+        if observed.scrape:  # a Prometheus scraping meanwhile, once a burst
+            reply = await control.call(
+                "GET", "/metrics", headers={"Authorization": f"Bearer {METRICS_TOKEN}"}
+            )
+            if reply.status != 200 or b"hearth_turns_started_total" not in reply.body:
+                return f"/metrics answered {reply.status}"
+    finally:
+        control.close()
+    requests = [
+        turn_request(account, chat, message_text(i, f"Observed round {round_index} turn"))
+        for i, chat in enumerate(chats)
+    ]
+    connections = await open_connections(stack.port, count)
+    before = cpu_seconds(stack.server.pid)
+    try:
+        exchanges = await asyncio.gather(
+            *(c.exchange(r, wait=60 + count) for c, r in zip(connections, requests, strict=True))
+        )
+    finally:
+        for conn in connections:
+            conn.close()
+    await asyncio.sleep(0.5)  # the turns' last writes follow [DONE]
+    used = _used(cpu_seconds(stack.server.pid), before)
+    bad = [o.problem() for o in map(read_turn, exchanges) if not o.ok]
+    if bad:
+        return f"{len(bad)} of {count} turns failed: {bad[0]}"
+    if used is None:
+        return "the server's CPU time could not be read"
+    observed.cpu.append(used / count)
+    return None
+
+
+async def part_o(args: argparse.Namespace, workdir: Path) -> bool:
+    """Server CPU per turn: metrics and tracing on (exporting to a receiver in its own process)
+    against both off, and both off against `--baseline`, a tree from before they existed. The
+    servers run side by side on their own databases and fakes; bursts go to each in turn, the
+    order rotated every round, so drift falls on all alike."""
+    receiver_port = free_port()
+    with (workdir / "receiver.log").open("wb") as log:
+        receiver = start_process(
+            [sys.executable, "-m", "tests.fakes.otlp", "--port", str(receiver_port)], log
+        )
+    try:
+        await wait_answering(receiver_port, "/count", receiver)
+        on_env = {
+            "HEARTH_METRICS_TOKEN": METRICS_TOKEN,
+            "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://{LOOPBACK}:{receiver_port}",
+            "PROMETHEUS_MULTIPROC_DIR": str(workdir / "metrics"),
+        }
+        trees = [("off", ROOT, {}), ("on", ROOT, on_env)]
+        if args.baseline is not None:
+            trees.insert(0, ("before", args.baseline, {}))
+        async with contextlib.AsyncExitStack() as stacks:
+            servers: list[Observed] = []
+            for label, tree, env in trees:
+                url = await stacks.enter_async_context(
+                    fresh_database(args.db, args.pg_url, workdir, f"obs_{label}")
+                )
+                stack = await stacks.enter_async_context(
+                    running_stack(url, workdir, args.schedule, tree, env, name=label)
+                )
+                control = await Connection.open(stack.port)
+                try:
+                    account = await register(control)
+                    for index in range(3):  # warm-up: imports, caches, the first exports
+                        chat = await create_chat(control, account)
+                        text = message_text(index, "Warm-up turn")
+                        await control.exchange(turn_request(account, chat, text), wait=60)
+                        if not control.usable:
+                            await control.reopen()
+                finally:
+                    control.close()
+                servers.append(Observed(label, stack, account, scrape=label == "on"))
+            for round_index in range(args.observe_rounds):
+                shift = round_index % len(servers)
+                for observed in servers[shift:] + servers[:shift]:
+                    problem = await _burst_cpu(observed, args.observe_turns, round_index)
+                    if problem is not None:
+                        print(f"(o) {observed.label}: {problem}")
+                        return False
+                    await asyncio.sleep(0.5)
+                print(f"  (o) round {round_index + 1} of {args.observe_rounds}", file=sys.stderr)
+        async with httpx.AsyncClient(base_url=f"http://{LOOPBACK}:{receiver_port}") as http:
+            spans = (await http.get("/count")).json()["spans"]
+    finally:
+        stop_process(receiver)
+
+    by_label = {o.label: o for o in servers}
+    print()
+    print(
+        f"(o) server CPU per turn, {args.observe_rounds} rounds of {args.observe_turns} turns at "
+        f"once per server; 'on' has HEARTH_METRICS_TOKEN and OTEL_EXPORTER_OTLP_ENDPOINT set "
+        f"(a receiver in its own process) and is scraped once a burst"
+    )
+    print(f"{'server':>8}{'median':>10}{'min':>10}{'max':>10}")
+    print(f"{'':>8}{'ms/turn':>10}{'ms/turn':>10}{'ms/turn':>10}")
+    for observed in servers:
+        cpu = observed.cpu
+        print(
+            f"{observed.label:>8}{1000 * statistics.median(cpu):>10.2f}"
+            f"{1000 * min(cpu):>10.2f}{1000 * max(cpu):>10.2f}"
+        )
+    turns_on = len(by_label["on"].cpu) * args.observe_turns + 3
+    print(f"spans the receiver decoded: {spans} ({spans / turns_on:.1f} a turn)")
+    ratios = [on / off for on, off in zip(by_label["on"].cpu, by_label["off"].cpu, strict=True)]
+    ratio = statistics.median(ratios)
+    passed = ratio <= OBSERVED_TARGET and spans > 0
+    print(
+        f"on / off, median of the rounds' ratios: {ratio:.3f} "
+        f"(rounds {', '.join(f'{r:.2f}' for r in ratios)}); target <= {OBSERVED_TARGET:.2f}: "
+        f"{'PASS' if passed else 'FAIL'}"
+    )
+    if "before" in by_label:
+        before = by_label["before"].cpu
+        drift = [off / b for off, b in zip(by_label["off"].cpu, before, strict=True)]
+        spread = statistics.pstdev(before) / statistics.mean(before)
+        same = abs(statistics.median(drift) - 1) <= max(0.03, 2 * spread)
+        print(
+            f"off / before ({revision(args.baseline)}), median of the rounds' ratios: "
+            f"{statistics.median(drift):.3f} (rounds {', '.join(f'{r:.2f}' for r in drift)}); "
+            f"the baseline's own spread between rounds: {100 * spread:.1f} %; no measurable "
+            f"difference (within 3 % or twice that spread): {'PASS' if same else 'FAIL'}"
+        )
+        passed &= same
+    return passed
+
+
+# --------------------------------------------------------------------------------------------
 # (c) Building the request for long chats.
 # --------------------------------------------------------------------------------------------
 
@@ -1311,6 +1480,8 @@ async def orchestrate(args: argparse.Namespace) -> bool:
                         print(f"  {count} x {line}")
         if "c" in args.parts:
             verdicts["c"] = await part_c(args, workdir)
+        if "o" in args.parts:
+            verdicts["o"] = await part_o(args, workdir)
     finally:
         if args.keep:
             print(f"kept {workdir} (databases, providers files, processes.log)", file=sys.stderr)
@@ -1352,7 +1523,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=DEFAULT_PG_URL,
         help="an existing database on the server where the benchmark's own one is created",
     )
-    parser.add_argument("--parts", default="a,b,c", help="which of a, b, c to run")
+    parser.add_argument(
+        "--parts", default="a,b,c", help="which of a, b, c and o (observability) to run"
+    )
+    parser.add_argument("--observe-rounds", type=int, default=6, help="bursts per server in (o)")
+    parser.add_argument("--observe-turns", type=int, default=50, help="turns a burst in (o)")
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        help="(o): also run a server from this source tree, with both off, beside this one's",
+    )
     parser.add_argument("--sequential", type=int, default=200, help="turns in (a)")
     parser.add_argument("--concurrency", default="50,100,200", help="turns at once in (b)")
     parser.add_argument("--sizes", default="200,1000,2000", help="chat lengths in (c)")
@@ -1378,7 +1559,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     except ValueError as exc:
         parser.error(str(exc))
     limits = (
-        (set(args.parts) <= {"a", "b", "c"} and args.parts, "--parts takes a, b and c"),
+        (set(args.parts) <= {"a", "b", "c", "o"} and args.parts, "--parts takes a, b, c, o"),
+        (1 <= args.observe_rounds <= 100, "--observe-rounds must be in [1, 100]"),
+        (1 <= args.observe_turns <= 500, "--observe-turns must be in [1, 500]"),
         (1 <= args.sequential <= 10_000, "--sequential must be in [1, 10000]"),
         (all(1 <= n <= 1000 for n in args.concurrency), "--concurrency values in [1, 1000]"),
         (all(2 <= n <= 20_000 for n in args.sizes), "--sizes values in [2, 20000]"),
@@ -1389,6 +1572,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         if not ok:
             parser.error(message)
     args.checkout = args.checkout.resolve()
+    if args.baseline is not None:
+        args.baseline = args.baseline.resolve()
+        if not (args.baseline / "app" / "cli.py").is_file():
+            parser.error(f"--baseline {args.baseline} holds no app/cli.py")
     if not (args.checkout / "app" / "cli.py").is_file():
         parser.error(f"--checkout {args.checkout} holds no app/cli.py")
     if args.db == "postgresql" and make_url(args.pg_url).host not in (LOOPBACK, "localhost"):

@@ -13,7 +13,7 @@ import os
 import signal
 import sys
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -88,13 +88,16 @@ def beside(settings: Settings, providers_yaml: str, folder: Path, **extra: str) 
 
 
 @asynccontextmanager
-async def hearth_worker(env: dict[str, str], *, within: float = 30) -> AsyncIterator[Worker]:
-    """A `hearth serve` process with `env`, once it answers `/healthz`; stopped after."""
+async def hearth_worker(
+    env: dict[str, str], *, within: float = 30, args: Sequence[str] = ()
+) -> AsyncIterator[Worker]:
+    """A `hearth serve` process with `env` (and more `args`, such as `--workers 2`), once it
+    answers `/healthz`; stopped after."""
     port = free_port()
     sink, log = tempfile.mkstemp(prefix=f"hearth-worker-{port}-", suffix=".log")
     try:
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "app.cli", "serve", "--port", str(port),
+            sys.executable, "-m", "app.cli", "serve", "--port", str(port), *args,
             cwd=ROOT, env=env, stdout=sink, stderr=sink,
         )  # fmt: skip
     finally:

@@ -44,6 +44,7 @@ from app.llm.factory import model_settings
 from app.llm.registry import ModelInfo
 from app.llm.usage import count as count_usage
 from app.models import ChatLlmTool, LlmRequest
+from app.observability.metrics import report_model_request
 from app.tools.asks import Elicited, Sampled, SamplingRequest, ServerAsks
 from app.tools.deps import TurnDeps
 from app.tools.events import AuthorizationAsked, ElicitationAsked
@@ -212,6 +213,7 @@ class TurnAsking:
                     db, runtime.registry, self.user_id, self.limits, runtime.clock.now()
                 )
             if over is not None:
+                runtime.metrics.quota_refused(over.quota)
                 raise Refused(f"The user's {over.detail.removeprefix('the ')}.")
         model = runtime.models.get(info, runtime.registry)
         settings = model_settings(info)
@@ -261,6 +263,7 @@ class TurnAsking:
             "cache_read_tokens": (usage.cache_read_tokens or 0) if usage else None,
             "cache_write_tokens": (usage.cache_write_tokens or 0) if usage else None,
         }
+        report_model_request(self.runtime.metrics, values)
         try:
             await insert_once(
                 self.runtime.sessions,

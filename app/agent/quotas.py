@@ -33,6 +33,7 @@ from app.clock import Clock
 from app.core.errors import TooManyRequests
 from app.llm.registry import ModelRegistry
 from app.llm.usage import cost_usd, month_so_far
+from app.observability.metrics import NO_METRICS, Reporter
 from app.settings import Settings
 from app.tools.deps import TurnDeps
 
@@ -59,6 +60,8 @@ class Exceeded:
     detail: str
     retry_after: int
     """Seconds until the quota resets."""
+    quota: str = "daily_tokens"
+    """Which: `daily_tokens` or `monthly_cost` (the metrics' label)."""
 
 
 def _next_month(day: date) -> datetime:
@@ -98,16 +101,23 @@ async def exceeded(
                 f"the monthly quota of ${limits.monthly_cost_usd:,.2f} is used up "
                 f"(${spent:,.2f} this month); it resets on the 1st at 00:00 UTC",
                 math.ceil((_next_month(today) - now).total_seconds()),
+                "monthly_cost",
             )
     return None
 
 
 async def refuse_if_exceeded(
-    db: AsyncSession, registry: ModelRegistry, user_id: uuid.UUID, limits: Limits, now: datetime
+    db: AsyncSession,
+    registry: ModelRegistry,
+    user_id: uuid.UUID,
+    limits: Limits,
+    now: datetime,
+    metrics: Reporter = NO_METRICS,
 ) -> None:
     """429 with `Retry-After` for a user over quota: nothing is started."""
     found = await exceeded(db, registry, user_id, limits, now)
     if found is not None:
+        metrics.quota_refused(found.quota)
         raise TooManyRequests(found.detail[0].upper() + found.detail[1:], found.retry_after)
 
 
@@ -132,12 +142,14 @@ class QuotaGuard(AbstractCapability[TurnDeps]):
         clock: Clock,
         user_id: uuid.UUID,
         limits: Limits,
+        metrics: Reporter = NO_METRICS,
     ) -> None:
         self.sessions = sessions
         self.registry = registry
         self.clock = clock
         self.user_id = user_id
         self.limits = limits
+        self.metrics = metrics
 
     async def wrap_model_request(
         self, ctx: RunContext[TurnDeps], *, request_context: Any, handler: Any
@@ -148,6 +160,7 @@ class QuotaGuard(AbstractCapability[TurnDeps]):
                     db, self.registry, self.user_id, self.limits, self.clock.now()
                 )
             if found is not None:
+                self.metrics.quota_refused(found.quota)
                 raise QuotaReached(f"This turn was ended: {found.detail}.")
         response: ModelResponse = await handler(request_context)
         return response

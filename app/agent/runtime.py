@@ -15,6 +15,8 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from app.clock import Clock
 from app.llm.factory import ModelCache
 from app.llm.registry import ModelRegistry
+from app.observability.metrics import Reporter
+from app.observability.traces import Tracing
 from app.settings import Settings
 from app.tools.catalogue import Catalogue
 from app.tools.groups import GroupCall
@@ -39,3 +41,10 @@ class TurnRuntime(Protocol):
     def catalogue(self) -> Catalogue: ...
     @property
     def group_call(self) -> GroupCall: ...
+    @property
+    def metrics(self) -> Reporter:
+        """Where turns, model requests and tool calls are counted (or not, when it is off)."""
+
+    @property
+    def tracing(self) -> Tracing | None:
+        """Where a turn's span is opened, when traces are exported."""

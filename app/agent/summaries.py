@@ -49,6 +49,7 @@ from app.llm.registry import ModelInfo
 from app.llm.usage import count as count_usage
 from app.models import ChatSummary, LlmRequest
 from app.models.paths import active_path, on_path
+from app.observability.metrics import report_model_request
 from app.settings import Settings
 
 log = logging.getLogger("hearth.summaries")
@@ -164,22 +165,25 @@ async def summarise(
     agent: Agent[None, str] = Agent(services.models.get(model, services.registry))
     started_at, started = services.clock.now(), services.clock.monotonic()
 
-    def logged(usage: Any, error: BaseException | None) -> LlmRequest:
-        """The summary request's row in the request log: it counts as the user's usage."""
-        return LlmRequest(
-            user_id=user_id,
-            chat_id=chat_id,
-            model=model.id,
-            provider=model.provider.id,
-            purpose="summary",
-            started_at=started_at,
-            duration_ms=round((services.clock.monotonic() - started) * 1000),
-            error=describe_error(error) if error is not None else None,
-            input_tokens=(usage.input_tokens or 0) if usage else None,
-            output_tokens=(usage.output_tokens or 0) if usage else None,
-            cache_read_tokens=(usage.cache_read_tokens or 0) if usage else None,
-            cache_write_tokens=(usage.cache_write_tokens or 0) if usage else None,
-        )
+    def logged(usage: Any, error: BaseException | None) -> dict[str, Any]:
+        """The summary request's row in the request log (it counts as the user's usage),
+        counted in the metrics once, whatever retries its insert takes."""
+        values: dict[str, Any] = {
+            "user_id": user_id,
+            "chat_id": chat_id,
+            "model": model.id,
+            "provider": model.provider.id,
+            "purpose": "summary",
+            "started_at": started_at,
+            "duration_ms": round((services.clock.monotonic() - started) * 1000),
+            "error": describe_error(error) if error is not None else None,
+            "input_tokens": (usage.input_tokens or 0) if usage else None,
+            "output_tokens": (usage.output_tokens or 0) if usage else None,
+            "cache_read_tokens": (usage.cache_read_tokens or 0) if usage else None,
+            "cache_write_tokens": (usage.cache_write_tokens or 0) if usage else None,
+        }
+        report_model_request(services.metrics, values)
+        return values
 
     try:
         result = await agent.run(
@@ -200,16 +204,17 @@ async def summarise(
             extra={"request_id": reference, "chat_id": str(chat_id)},
         )
         where = f" (request {reference})" if reference else ""
-        failed = exc
+        failed = logged(None, exc)
         with contextlib.suppress(Exception):
             await insert_once(
                 services.sessions,
-                lambda: [logged(None, failed)],
+                lambda: [LlmRequest(**failed)],
                 what="logging a summary request",
                 then=count_usage,
             )
         raise SummaryFailed(told or f"an internal error{where}") from exc
     usage: Any = result.usage
+    request = logged(usage, None)
 
     def stored() -> list[Base]:
         return [
@@ -222,7 +227,7 @@ async def summarise(
                 output_tokens=usage.output_tokens or 0,
                 created_at=services.clock.now(),
             ),
-            logged(usage, None),
+            LlmRequest(**request),
         ]
 
     [summary, _] = await insert_once(

@@ -102,9 +102,21 @@ class TurnSupervisor:
         return turn
 
     async def _run(self, turn: Turn) -> None:
+        self.services.metrics.turn_started()
         try:
-            await turn.run()
+            tracing = self.services.tracing
+            if tracing is None:
+                await turn.run()
+            else:
+                plan = turn.plan
+                attributes = {"hearth.chat.id": str(plan.chat_id), "hearth.model": plan.model.id}
+                with tracing.turn(attributes) as span:
+                    try:
+                        await turn.run()
+                    finally:
+                        span.set_attribute("hearth.turn.outcome", turn.outcome)
         finally:
+            self.services.metrics.turn_finished(turn.outcome)
             self._turns.pop(turn.plan.owner, None)
             try:
                 if turn.end_stored:  # else the lease lapses, and a sweep settles the chat

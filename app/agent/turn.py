@@ -86,6 +86,7 @@ from app.knowledge import evidence
 from app.knowledge.evidence import EvidenceRow
 from app.llm.factory import model_settings
 from app.llm.registry import ModelInfo
+from app.observability.logs import bind_chat, bind_turn
 from app.tools.activation import activate_tools_tool
 from app.tools.asks import Elicited
 from app.tools.catalogue import Catalogue
@@ -187,6 +188,9 @@ class Turn:
         self.end_stored = True
         """False when the turn could not store how it ended: its chat is then left to lapse,
         and a sweep settles it (`app.agent.leases.sweep`)."""
+        self.outcome = "ok"
+        """How it ended, for the metrics: ok, stopped, failed, incomplete or interrupted (the
+        service stopped under it)."""
 
     # -- control -----------------------------------------------------------------------------
 
@@ -269,6 +273,8 @@ class Turn:
 
     async def run(self) -> None:
         plan = self.plan
+        bind_chat(plan.chat_id)  # this task's log lines say which chat and turn they are about
+        bind_turn(plan.user_message_id)
         recorder = Recorder(
             self.services.sessions,
             plan.chat_id,
@@ -276,6 +282,7 @@ class Turn:
             self.services.clock,
             plan.user_message_id,
             plan.first_round_id,
+            metrics=self.services.metrics,
         )
         self.recorder = recorder
         self.asking = asking = TurnAsking(
@@ -308,6 +315,7 @@ class Turn:
             ended = await self._settle(recorder, stream, context)
         except asyncio.CancelledError:
             # The service is shutting down: keep what was said, mark the round unfinished.
+            self.outcome = "interrupted"
             ended = "the service stopped mid-turn"
             await asyncio.shield(self._abort(recorder, "incomplete", ended))
             self._emit(stream.encode_event(AbortChunk(reason="the service stopped")))
@@ -317,6 +325,7 @@ class Turn:
             log.exception(
                 "turn in chat %s failed (request %s)", plan.chat_id, reference, extra=context
             )
+            self.outcome = "failed"
             ended = internal_error(reference)
             await self._abort(recorder, "failed", ended, last_failed=True)
             async for chunk in stream.transform_stream(_raising(exc)):
@@ -361,6 +370,7 @@ class Turn:
             provider=plan.model.provider.id,
             clock=services.clock,
             message_id=lambda: recorder.round.message_id if recorder.round else None,
+            metrics=services.metrics,
         )
         compaction = (
             [ToolReturnCompaction(plan.user_message_id, history.capsule)]
@@ -372,7 +382,12 @@ class Turn:
             if plan.limits.unlimited
             else [
                 QuotaGuard(
-                    services.sessions, services.registry, services.clock, plan.user_id, plan.limits
+                    services.sessions,
+                    services.registry,
+                    services.clock,
+                    plan.user_id,
+                    plan.limits,
+                    services.metrics,
                 )
             ]
         )
@@ -409,6 +424,7 @@ class Turn:
     ) -> str | None:
         """Store how a run that returned ended: stopped, or failed (what the user is told)."""
         if stream.cancelled is not None or self.stop_requested:
+            self.outcome = "stopped"
             await recorder.abort("cancelled", None)
             return None
         error = stream.error
@@ -424,7 +440,7 @@ class Turn:
             exc_info=error if internal else None,
             extra=context,
         )
-        status = end_status(error, recorder.streamed_in_open_round)
+        status = self.outcome = end_status(error, recorder.streamed_in_open_round)
         told = user_facing_error(error, stream.max_rounds, context["request_id"])
         await recorder.abort(status, told, last_failed=internal)
         return told

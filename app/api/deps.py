@@ -24,6 +24,7 @@ from app.auth.keys import resolve_key
 from app.auth.sessions import Authenticated, resolve_session
 from app.auth.tokens import CSRF_COOKIE, CSRF_HEADER, SESSION_COOKIE
 from app.core.errors import Forbidden, Unauthorized
+from app.observability.logs import bind_chat, bind_user
 from app.services import Services
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -62,6 +63,15 @@ BEARER = "bearer "
 
 
 async def require_auth(request: Request, connection: Connection) -> Authenticated:
+    auth = await _authenticate(request, connection)
+    # Every log line of the request from here on (a turn it starts too) names the user and chat.
+    bind_user(auth.user.id)
+    if chat_id := request.path_params.get("chat_id"):
+        bind_chat(chat_id)
+    return auth
+
+
+async def _authenticate(request: Request, connection: Connection) -> Authenticated:
     services: Services = request.app.state.services
     authorization = request.headers.get("authorization")
     if authorization is not None:

@@ -54,4 +54,4 @@ async def follow(
     reader = await follow_turn(services, db, auth.user.id, chat_id, after)
     if reader is None:
         return Response(status_code=204)
-    return EventStreamResponse(reader)
+    return EventStreamResponse(reader, readers=services.metrics)

@@ -301,7 +301,7 @@ async def _within_quota(
 ) -> Limits:
     """The user's limits, once they are known not to be used up (429 otherwise)."""
     limits = quotas.limits_for(services.settings, quota)
-    await quotas.refuse_if_exceeded(db, services.registry, user_id, limits, now)
+    await quotas.refuse_if_exceeded(db, services.registry, user_id, limits, now, services.metrics)
     return limits
 
 

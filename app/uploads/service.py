@@ -109,6 +109,8 @@ async def receive(
         with anyio.CancelScope(shield=True):
             await anyio.to_thread.run_sync(form.discard)
         raise
+    for upload in uploads:
+        services.metrics.upload(upload.size)
     _ingest(services, user_id, (u.id for u in uploads if u.ingest_status is not None))
     return uploads
 

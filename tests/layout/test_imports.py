@@ -24,6 +24,7 @@ LAYERS: dict[str, int] = {
     "clock": 0,
     "core": 0,
     "models": 1,
+    "observability": 1,
     "auth": 2,
     "files": 2,
     "llm": 2,

@@ -86,6 +86,7 @@ from app.knowledge import evidence
 from app.knowledge.evidence import EVIDENCE_KEY
 from app.llm.dtl import MEDIA_KEY
 from app.models import ActivatedTool, Chat, ChatLlmTool, Message
+from app.observability.metrics import NO_METRICS, Reporter
 from app.tools.activation import ACTIVATE_TOOLS
 from app.tools.deps import TurnDeps
 from app.tools.events import HearthPart
@@ -160,8 +161,10 @@ class Recorder(AbstractCapability[TurnDeps]):
         clock: Clock,
         question_id: int = 0,
         first_round_id: int | None = None,
+        metrics: Reporter = NO_METRICS,
     ) -> None:
         self.sessions = sessions
+        self.metrics = metrics
         self.chat_id = chat_id
         self.model_id = model_id
         self.clock = clock
@@ -441,6 +444,9 @@ class Recorder(AbstractCapability[TurnDeps]):
             ),
             "finishing a call",
         )
+        if self.metrics.enabled:
+            owner = ctx.deps.catalogue.tool_owner(part.tool_name)
+            self.metrics.tool_call(owner.group.name if owner else "core", status)
         if part.tool_name == ACTIVATE_TOOLS and status == "done":
             await self._record_activations(ctx, result)
         elif isinstance(part, ToolReturnPart) and isinstance(part.metadata, dict):

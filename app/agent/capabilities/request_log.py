@@ -29,6 +29,7 @@ from app.clock import Clock
 from app.core.db.retry import insert_once
 from app.llm import usage
 from app.models import LlmRequest
+from app.observability.metrics import NO_METRICS, Reporter, report_model_request
 from app.tools.deps import TurnDeps
 
 
@@ -50,8 +51,10 @@ class RequestLog(AbstractCapability[TurnDeps]):
         provider: str,
         clock: Clock,
         message_id: Callable[[], int | None],
+        metrics: Reporter = NO_METRICS,
     ) -> None:
         self.sessions = sessions
+        self.metrics = metrics
         self.user_id = user_id
         self.chat_id = chat_id
         self.model_id = model_id
@@ -60,12 +63,16 @@ class RequestLog(AbstractCapability[TurnDeps]):
         self.message_id = message_id
 
     _stream_error: BaseException | None = None
+    _first_event: float | None = None
+    """When the open request's first event arrived (monotonic), for the time to first token."""
 
     async def wrap_run_event_stream(
         self, ctx: RunContext[TurnDeps], *, stream: AsyncIterable[Any]
     ) -> AsyncIterable[Any]:
         try:
             async for event in stream:
+                if self._first_event is None:
+                    self._first_event = self.clock.monotonic()
                 yield event
         except BaseException as exc:
             self._stream_error = exc
@@ -78,6 +85,7 @@ class RequestLog(AbstractCapability[TurnDeps]):
     ) -> ModelResponse:
         started_at = self.clock.now()
         started = self.clock.monotonic()
+        self._first_event = None
         response: ModelResponse | None = None
         error: BaseException | None = None
         try:
@@ -105,6 +113,8 @@ class RequestLog(AbstractCapability[TurnDeps]):
                 values["output_tokens"] = response.usage.output_tokens or 0
                 values["cache_read_tokens"] = response.usage.cache_read_tokens or 0
                 values["cache_write_tokens"] = response.usage.cache_write_tokens or 0
+            first = self._first_event
+            report_model_request(self.metrics, values, first - started if first else None)
             await asyncio.shield(
                 insert_once(
                     self.sessions,

@@ -41,7 +41,8 @@ import re
 import shlex
 import uuid
 import warnings
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -154,6 +155,14 @@ class McpGroup:
     status: GroupStatus = "starting"
     error: str | None = None
     tools: tuple[GroupTool, ...] = ()
+    watcher: Callable[[], None] | None = field(default=None, repr=False, compare=False)
+    """Told each time `status` changes (the metrics' count of servers by status)."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        changed = name == "status" and self.__dict__.get("status") != value
+        object.__setattr__(self, name, value)
+        if changed and (watcher := self.__dict__.get("watcher")) is not None:
+            watcher()
 
 
 @dataclass(eq=False)
@@ -296,6 +305,16 @@ class McpGroups:
         Read them, never change them.
         """
         return [server.group for server in self._servers.values()]
+
+    def watch(self, report: Callable[[Mapping[str, int]], None]) -> None:
+        """Give `report` the number of servers in each status now and after every change."""
+
+        def changed() -> None:
+            report(Counter(server.group.status for server in self._servers.values()))
+
+        for server in self._servers.values():
+            server.group.watcher = changed
+        changed()
 
     def group(self, name: str) -> McpGroup | None:
         server = self._servers.get(name)

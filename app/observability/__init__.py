@@ -1,0 +1,1 @@
+"""What an operator sees of a running hearth: metrics, traces and logs."""

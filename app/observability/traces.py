@@ -1,0 +1,110 @@
+"""OpenTelemetry traces, when `OTEL_EXPORTER_OTLP_ENDPOINT` (or its traces-only form) is set.
+
+Nothing of OpenTelemetry's SDK is imported, installed or run otherwise: `install` answers None
+and the turn engine opens no span. With it set, spans go over OTLP/HTTP (protobuf) through a
+batch processor, configured by the standard `OTEL_*` variables (headers, timeout, batch sizes,
+`OTEL_SERVICE_NAME`, default `hearth`):
+
+- a server span per HTTP request (the FastAPI instrumentation), which continues an incoming
+  `traceparent`; probes and scrapes (`/healthz`, `/readyz`, `/metrics`) are left out;
+- a `turn` span per turn, a child of the request that started it (the turn's task inherits the
+  request's context), with the chat, the model and how the turn ended;
+- pydantic-ai's own spans below it, for the agent run, each model request and each tool call,
+  in the GenAI semantic conventions; the messages, instructions and tool arguments and results
+  are left out unless `HEARTH_TRACE_CONTENT=true`;
+- a span per SQL statement (the SQLAlchemy instrumentation's engine tracer), statements
+  without their values.
+
+The provider is hearth's own, not the process-wide default, so a library that traces by itself
+does not export through it by accident; `close` flushes what is pending and takes every hook
+back out (tests build apps with and without it in one process).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import FastAPI
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+ENDPOINT_VARIABLES = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+UNTRACED_PATHS = "healthz,readyz,metrics"
+
+
+def wanted() -> bool:
+    return any(os.environ.get(name) for name in ENDPOINT_VARIABLES)
+
+
+@dataclass
+class Tracing:
+    provider: Any
+    """The SDK's `TracerProvider`."""
+    tracer: Any
+    app: FastAPI
+    _sql: Any
+
+    @contextlib.contextmanager
+    def turn(self, attributes: dict[str, str]) -> Iterator[Any]:
+        with self.tracer.start_as_current_span("turn", attributes=attributes) as span:
+            yield span
+
+    def flush(self) -> None:
+        self.provider.force_flush()
+
+    def close(self) -> None:
+        from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
+        from pydantic_ai import Agent
+
+        Agent.instrument_all(False)
+        FastAPIInstrumentor.uninstrument_app(self.app)
+        self._sql.remove_all_event_listeners()
+        self.provider.shutdown()
+
+
+def install(app: FastAPI, engine: AsyncEngine, *, include_content: bool) -> Tracing | None:
+    """Trace `app`, its database and its agents, if an OTLP endpoint is configured."""
+    if not wanted():
+        return None
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
+    from opentelemetry.instrumentation.sqlalchemy.engine import EngineTracer
+    from opentelemetry.metrics import NoOpMeterProvider, get_meter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    from pydantic_ai import Agent
+    from pydantic_ai.models.instrumented import InstrumentationSettings
+
+    resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME") or "hearth"})
+    provider = TracerProvider(resource=resource)
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    FastAPIInstrumentor.instrument_app(
+        app,
+        tracer_provider=provider,
+        excluded_urls=UNTRACED_PATHS,
+        exclude_spans=["receive", "send"],
+    )
+    # The instrumentation's engine tracer alone, on this engine's events: its instrumentor would
+    # also patch `create_engine` and `Engine.connect` process-wide (a `connect` span for every
+    # pool checkout, a third of a turn's spans for nothing an operator reads) and, declaring
+    # SQLAlchemy below 2.1, refuse to run on 2.1, whose engine events are unchanged.
+    sql = EngineTracer(
+        provider.get_tracer("opentelemetry.instrumentation.sqlalchemy"),
+        engine.sync_engine,
+        get_meter("hearth", meter_provider=NoOpMeterProvider()).create_up_down_counter(
+            "db.client.connections.usage"
+        ),
+        enable_commenter=False,
+    )
+    Agent.instrument_all(
+        InstrumentationSettings(
+            tracer_provider=provider,
+            include_content=include_content,
+            include_binary_content=False,
+        )
+    )
+    return Tracing(provider, provider.get_tracer("hearth"), app, sql)

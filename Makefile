@@ -31,7 +31,7 @@ test: $(STAMP) $(JS_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy app
-	$(BIN)/pytest
+	$(BIN)/pytest --durations=25
 
 test-quick: $(STAMP)
 	$(BIN)/pytest -m "not slow"

@@ -11,7 +11,7 @@ batch processor, configured by the standard `OTEL_*` variables (headers, timeout
   request's context), with the chat, the model and how the turn ended;
 - pydantic-ai's own spans below it, for the agent run, each model request and each tool call,
   in the GenAI semantic conventions; the messages, instructions and tool arguments and results
-  are left out unless `HEARTH_TRACE_CONTENT=true`;
+  are left out unless `HEARTH_TRACE_CONTENT=true`, and the tool definitions always are;
 - a span per SQL statement (the SQLAlchemy instrumentation's engine tracer), statements
   without their values.
 
@@ -105,6 +105,9 @@ def install(app: FastAPI, engine: AsyncEngine, *, include_content: bool) -> Trac
             tracer_provider=provider,
             include_content=include_content,
             include_binary_content=False,
+            # The tool definitions (every schema, each model request): the largest attribute
+            # of a span by far, the same for every request of a turn, and in no one's question.
+            include_model_request_parameters=False,
         )
     )
     return Tracing(provider, provider.get_tracer("hearth"), app, sql)

@@ -159,6 +159,7 @@ async def test_message_content_is_traced_only_when_an_operator_opts_in(
     assert SECRET_PATH.encode() in exported
 
 
+@pytest.mark.slow  # a fresh interpreter imports all of hearth: seconds, not milliseconds
 def test_without_an_endpoint_nothing_of_opentelemetry_or_prometheus_is_loaded(
     settings: Settings,
 ) -> None:

@@ -109,6 +109,45 @@ async def settle(
     )
 
 
+async def settle_own(
+    db: AsyncSession, rounds: list[int], running: list[int], now: datetime
+) -> None:
+    """`settle` for a live turn that lost its chat's lease, on its own rows only.
+
+    Its process stalled past the lease, so a sweep may have settled the chat already (this
+    then changes nothing) or may not have yet, and the turn went on meanwhile: a round it
+    closed or a call it started after the sweep is closed here the way the sweep would have.
+    Another turn may hold the chat by now, so nothing but these rounds and calls is touched.
+    """
+    if not rounds:
+        return
+    await db.execute(
+        update(Message)
+        .where(Message.id.in_(rounds), Message.status == "streaming")
+        .values(status="incomplete", error=INTERRUPTED_ROUND)
+    )
+    if running:
+        await db.execute(
+            update(ChatLlmTool)
+            .where(ChatLlmTool.id.in_(running), ChatLlmTool.status == "running")
+            .values(status="cancelled", result=INTERRUPTED_CALL, updated_at=now)
+        )
+    calls = exists().where(ChatLlmTool.message_id == Message.id)
+    waiting = exists().where(ChatLlmTool.message_id == Message.id, ChatLlmTool.status == "pending")
+    await db.execute(
+        update(Message)
+        .where(
+            Message.id == rounds[-1],
+            Message.status == "ok",
+            Message.error.is_(None),
+            calls,
+            ~waiting,
+        )
+        .values(status="incomplete", error=INTERRUPTED_ROUND)
+        .execution_options(synchronize_session=False)
+    )
+
+
 async def sweep(
     db: AsyncSession, now: datetime, live: set[str], limit: int = 100
 ) -> list[uuid.UUID]:

@@ -213,7 +213,7 @@ class TurnSupervisor:
                 for owner in set(turns) - renewed:
                     if (turn := self._turns.get(owner)) is not None:
                         log.warning("the turn in chat %s lost its lease", turn.plan.chat_id)
-                        turn.stop()
+                        turn.lose_lease()
 
     async def _sweep(self) -> None:
         """Settle, at start and every `SWEEP_SECONDS`, the chats whose turn's process died: a

@@ -58,6 +58,7 @@ from app.agent.capabilities.recorder import Recorder
 from app.agent.capabilities.request_log import RequestLog
 from app.agent.capabilities.request_shape import RequestShape
 from app.agent.history import build_history
+from app.agent.leases import INTERRUPTED_ROUND
 from app.agent.live import DONE_EVENT, Reader, TurnLog
 from app.agent.partial import Mark, SentText
 from app.agent.quotas import Limits, QuotaGuard
@@ -168,6 +169,8 @@ class Turn:
         """Every event of the turn's stream, which each of its readers follows."""
         self.cancellation = CancellationToken()
         self.stop_requested = False
+        self.lease_lost = False
+        """Its process stalled past the lease: another worker may have settled the chat."""
         self._marks: list[Mark | None] = []
         """For each event of the log, how much of the open round it covers (if it is text)."""
         self._response: Reader | None = None
@@ -201,6 +204,11 @@ class Turn:
             self.asking.cancel_all()
         with contextlib.suppress(Exception):
             self.cancellation.cancel()
+
+    def lose_lease(self) -> None:
+        """Stop the run, which no longer holds its chat (`Recorder.interrupt` closes it)."""
+        self.lease_lost = True
+        self.stop()
 
     def answer_elicitation(self, elicitation_id: str, answer: Elicited) -> bool:
         """Wake the call that waits on the form, this response ending and a new one (`listen`)
@@ -423,6 +431,10 @@ class Turn:
         self, recorder: Recorder, stream: TurnEventStream, context: dict[str, Any]
     ) -> str | None:
         """Store how a run that returned ended: stopped, or failed (what the user is told)."""
+        if self.lease_lost:
+            self.outcome = "interrupted"
+            await recorder.interrupt()
+            return INTERRUPTED_ROUND
         if stream.cancelled is not None or self.stop_requested:
             self.outcome = "stopped"
             await recorder.abort("cancelled", None)

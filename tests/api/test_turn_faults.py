@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from datetime import timedelta
 from typing import Any
 from uuid import UUID
 
@@ -17,8 +18,10 @@ import httpx
 import pytest
 from sqlalchemy import select
 
+from app.agent import leases
 from app.agent import turn as turns_module
 from app.agent.capabilities import recorder as recorder_module
+from app.agent.leases import INTERRUPTED_ROUND
 from app.files.roots import user_root
 from app.models import Chat
 from app.services import Services
@@ -433,3 +436,46 @@ async def test_no_turn_starts_beside_a_summary_that_outlasts_the_lease(
     chat = await wait_until_idle(user, chat_id)
     assert len(chat["summaries"]) == 1
     assert [m["content"] for m in chat["messages"] if m["role"] == "user"][-1] != "Me too"
+
+
+async def test_a_turn_that_stalled_past_its_lease_ends_as_interrupted_not_as_stopped(
+    user: Client, fakes: dict[str, FakeProviderServer], services: Services, clock: ShiftedClock
+) -> None:
+    """Its process stalled past the lease, so another worker settled the chat, and the turn
+    went on (a round, a call, a new round) until its next renewal told it: what it stored
+    after the settling is closed the way the settling would have closed it."""
+    fake = fakes["openai"]
+    answered, writing = asyncio.Event(), asyncio.Event()
+    fake.script(
+        Reply(tool_calls=[ToolCall("list_files", {"path": "."})], hold=answered),
+        Reply(text="Still writing.", hold=writing),
+    )
+    chat_id = await new_chat(user)
+    running = asyncio.create_task(send(user, chat_id, "Files?"))
+    try:
+        await fake.wait_for_request(0)
+        async with services.sessions() as db:  # another worker's sweep, the lease long lapsed
+            settled = await leases.sweep(db, clock.now() + timedelta(minutes=5), live=set())
+            await db.commit()
+        assert settled == [UUID(chat_id)]
+        answered.set()
+        await fake.wait_for_request(1)  # the stalled turn went on: a call, then a second round
+        services.settings = services.settings.model_copy(update={"turn_lease_seconds": 1})
+        response = await asyncio.wait_for(running, 10)  # its next renewal stops it
+    finally:
+        answered.set()
+        writing.set()
+    chunks = parse_stream(response.text)
+    types = [c["type"] for c in chunks]
+    assert "abort" in types and types[-1] == "[DONE]", types  # its client is told it ended
+    chat = await wait_until_idle(user, chat_id)
+    assert_settled(chat)
+    [_, first, second] = chat["messages"]
+    assert first["status"] == "incomplete" and first["error"] == INTERRUPTED_ROUND  # the sweep's
+    [call] = first["tool_calls"]
+    assert call["status"] == "done"
+    assert second["status"] == "incomplete" and second["error"] == INTERRUPTED_ROUND
+    assert chat["active_leaf_id"] == second["id"]
+    fake.script(Reply(text="Here again."))
+    await send(user, chat_id, "Go on")  # the chat is free
+    assert (await wait_until_idle(user, chat_id))["messages"][-1]["content"] == "Here again."

@@ -79,6 +79,8 @@ from pydantic_ai.tools import ToolDefinition
 from sqlalchemy import Executable, select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from app.agent import leases
+from app.agent.leases import INTERRUPTED_ROUND
 from app.agent.stored_text import ID_LENGTH, bounded, storable, storable_text
 from app.clock import Clock
 from app.core.db.retry import insert_once, transaction
@@ -542,6 +544,35 @@ class Recorder(AbstractCapability[TurnDeps]):
 
         await transaction(self.sessions, close, what="closing a turn")
         self.running_tools.clear()
+
+    async def interrupt(self) -> None:
+        """Close the turn as a sweep closes a dead worker's (`leases.settle_own`): it lost its
+        chat's lease, so it ends as interrupted, not as stopped by the user. The open round
+        keeps all the text this process has of it."""
+        current, self.round = self.round, None
+        rounds = list(self.message_ids)
+        if self.first_round_id is not None:  # it lost the chat before its first round
+            rounds.append(self.first_round_id)
+            self.first_round_id = None
+        running = list(self.running_tools.values())
+        self.running_tools.clear()
+        now = self.clock.now()
+
+        async def close(db: AsyncSession) -> None:
+            if current is not None:
+                await db.execute(
+                    update(Message)
+                    .where(Message.id == current.message_id, Message.status == "streaming")
+                    .values(
+                        content=storable_text("".join(current.text)),
+                        reasoning=storable_text("".join(current.reasoning)) or None,
+                        status="incomplete",
+                        error=INTERRUPTED_ROUND,
+                    )
+                )
+            await leases.settle_own(db, rounds, running, now)
+
+        await transaction(self.sessions, close, what="closing an interrupted turn")
 
     async def close_leftovers(self, error: str | None) -> None:
         """Fail whatever this turn left open, whichever way it ended: a round still `streaming`,

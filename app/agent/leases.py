@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import case, exists, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -92,6 +93,12 @@ async def settle(
             .values(status="cancelled", result=INTERRUPTED_WAIT, updated_at=now)
         )
     last = select(Chat.active_leaf_id).where(Chat.id == chat_id).scalar_subquery()
+    await _unfinish(db, last)
+
+
+async def _unfinish(db: AsyncSession, last: Any) -> None:
+    """Mark `last` `incomplete` if it is an assistant round that looks finished but is not: `ok`
+    with its calls answered (none waiting for approval) and no round after them."""
     calls = exists().where(ChatLlmTool.message_id == Message.id)
     waiting = exists().where(ChatLlmTool.message_id == Message.id, ChatLlmTool.status == "pending")
     await db.execute(
@@ -132,20 +139,7 @@ async def settle_own(
             .where(ChatLlmTool.id.in_(running), ChatLlmTool.status == "running")
             .values(status="cancelled", result=INTERRUPTED_CALL, updated_at=now)
         )
-    calls = exists().where(ChatLlmTool.message_id == Message.id)
-    waiting = exists().where(ChatLlmTool.message_id == Message.id, ChatLlmTool.status == "pending")
-    await db.execute(
-        update(Message)
-        .where(
-            Message.id == rounds[-1],
-            Message.status == "ok",
-            Message.error.is_(None),
-            calls,
-            ~waiting,
-        )
-        .values(status="incomplete", error=INTERRUPTED_ROUND)
-        .execution_options(synchronize_session=False)
-    )
+    await _unfinish(db, rounds[-1])
 
 
 async def sweep(

@@ -76,7 +76,7 @@ from pydantic_ai.messages import (
     ToolReturnPart,
 )
 from pydantic_ai.tools import ToolDefinition
-from sqlalchemy import Executable, select, update
+from sqlalchemy import Executable, Update, select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.agent import leases
@@ -521,16 +521,7 @@ class Recorder(AbstractCapability[TurnDeps]):
                     values["status"] = "failed"
                 await db.execute(update(Message).where(Message.id == last).values(**values))
             if open_round is not None:
-                await db.execute(
-                    update(Message)
-                    .where(Message.id == open_round.message_id, Message.status == "streaming")
-                    .values(
-                        content=storable_text("".join(open_round.text)),
-                        reasoning=storable_text("".join(open_round.reasoning)) or None,
-                        status=status,
-                        error=error,
-                    )
-                )
+                await db.execute(_ending(open_round, status, error))
             if running:
                 await db.execute(
                     update(ChatLlmTool)
@@ -560,16 +551,7 @@ class Recorder(AbstractCapability[TurnDeps]):
 
         async def close(db: AsyncSession) -> None:
             if current is not None:
-                await db.execute(
-                    update(Message)
-                    .where(Message.id == current.message_id, Message.status == "streaming")
-                    .values(
-                        content=storable_text("".join(current.text)),
-                        reasoning=storable_text("".join(current.reasoning)) or None,
-                        status="incomplete",
-                        error=INTERRUPTED_ROUND,
-                    )
-                )
+                await db.execute(_ending(current, "incomplete", INTERRUPTED_ROUND))
             await leases.settle_own(db, rounds, running, now)
 
         await transaction(self.sessions, close, what="closing an interrupted turn")
@@ -612,3 +594,18 @@ class Recorder(AbstractCapability[TurnDeps]):
     @property
     def streamed_in_open_round(self) -> bool:
         return self.round is not None and self.round.streamed
+
+
+def _ending(open_round: _Round, status: str, error: str | None) -> Update:
+    """The statement that ends a round still `streaming` with `status`, keeping all the text and
+    reasoning this process has of it."""
+    return (
+        update(Message)
+        .where(Message.id == open_round.message_id, Message.status == "streaming")
+        .values(
+            content=storable_text("".join(open_round.text)),
+            reasoning=storable_text("".join(open_round.reasoning)) or None,
+            status=status,
+            error=error,
+        )
+    )

@@ -430,7 +430,8 @@ class Turn:
     async def _settle(
         self, recorder: Recorder, stream: TurnEventStream, context: dict[str, Any]
     ) -> str | None:
-        """Store how a run that returned ended: stopped, or failed (what the user is told)."""
+        """Store how a run that returned ended: interrupted (it lost its chat), stopped, or
+        failed (what the user is told)."""
         if self.lease_lost:
             self.outcome = "interrupted"
             await recorder.interrupt()

@@ -31,10 +31,10 @@ test: $(STAMP) $(JS_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy app
-	$(BIN)/pytest --durations=25
+	$(BIN)/pytest -n 2 --durations=25
 
 test-quick: $(STAMP)
-	$(BIN)/pytest -m "not slow"
+	$(BIN)/pytest -n 2 -m "not slow"
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -137,22 +137,29 @@ class Settings(BaseSettings):
 def load_or_create_secret(path: Path) -> str:
     """Read the secret at `path`, creating it (mode 0600) exactly once if it is missing.
 
-    `O_EXCL` makes creation atomic, so several workers starting together agree on one key.
+    The key is written to a file of this call's own and then hard-linked to `path`: the link
+    either appears with the whole key in it or fails because another creator's is there, so
+    several workers starting together agree on one key and none ever reads a half-made file.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        key = path.read_text().strip()
-        if key:
-            return key
-        # A concurrent creator has not written yet; its write is one small syscall.
-        for _ in range(50):
-            key = path.read_text().strip()
-            if key:
-                return key
-        raise RuntimeError(f"{path} is empty; remove it or set HEARTH_SECRET_KEY") from None
+    if path.exists():
+        return _read_secret(path)
+    draft = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(8)}")
+    fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     key = secrets.token_urlsafe(48)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(key + "\n")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(key + "\n")
+        os.link(draft, path)
+    except FileExistsError:
+        return _read_secret(path)
+    finally:
+        draft.unlink(missing_ok=True)
+    return key
+
+
+def _read_secret(path: Path) -> str:
+    key = path.read_text().strip()
+    if not key:
+        raise RuntimeError(f"{path} is empty; remove it or set HEARTH_SECRET_KEY")
     return key

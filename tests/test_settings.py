@@ -97,4 +97,6 @@ def test_concurrent_creators_agree_on_one_key(tmp_path: Path) -> None:
         thread.start()
     for thread in threads:
         thread.join()
+    assert len(keys) == len(threads)
     assert len(set(keys)) == 1
+    assert [p.name for p in tmp_path.iterdir()] == ["secret_key"]

@@ -55,11 +55,14 @@ class Pinned:
 
     live: CatalogueGroup
     tools: tuple[CatalogueTool, ...]
+    read_while_starting: bool = False
+    """The tools were read before the server had started (none yet): a turn that activates the
+    group must read them again, even when the live group has started since."""
 
     @classmethod
     def of(cls, group: CatalogueGroup) -> Pinned:
         live = group.live if isinstance(group, Pinned) else group
-        return cls(live, tuple(live.tools))
+        return cls(live, tuple(live.tools), live.status == "starting")
 
     @property
     def name(self) -> str:

@@ -358,14 +358,16 @@ class Turn:
         settings = services.settings
         max_rounds = settings.max_rounds
         summary = history.summary
-        catalogue = services.catalogue.pinned()  # a tool list that changes waits for the next turn
+        active_groups = {group for groups in history.anchors.values() for group in groups}
+        # A tool list that changes waits for the next turn.
+        catalogue = await services.catalogue.pinned_once_started(active_groups)
         deps = TurnDeps(
             user_id=plan.user_id,
             chat_id=plan.chat_id,
             file_root=user_root(settings.data_dir, plan.user_id),
             storage_quota=settings.user_storage_bytes,
             catalogue=catalogue,
-            active_groups={group for groups in history.anchors.values() for group in groups},
+            active_groups=active_groups,
             evidence=history.question,
             largest_medium=settings.max_upload_bytes,
             asks=self.asking.for_call if self.asking is not None else None,

@@ -120,6 +120,15 @@ class Catalogue:
             self.ready_for,
         )
 
+    async def pinned_once_started(self, names: set[str]) -> Catalogue:
+        """`pinned`, once those of the groups `names` that are still starting have started or
+        failed: a chat's active groups, whose tools its first request already declares."""
+        if self.wait_started is not None:
+            for entry in self.entries:
+                if entry.group.name in names and entry.group.status == "starting":
+                    await self.wait_started(entry.group.name)
+        return self.pinned()
+
     def repin(self, name: str) -> None:
         """Take the group `name`'s tools as they are now (a group that has just started)."""
         self.entries = [

@@ -1,4 +1,4 @@
-"""`activate_tools` against a turn's pinned catalogue: a group pinned before its server started.
+"""A turn's pinned catalogue and `activate_tools`: groups whose servers start after the turn began.
 
 A turn pins the catalogue when it begins. A server that was still starting then has no tools in
 the pin; if it has started by the time the model activates it, the activation must read its tools
@@ -59,3 +59,20 @@ async def test_a_group_pinned_while_available_keeps_its_pinned_tools() -> None:
     [report] = await activation_report(deps, ["late"])
 
     assert report["tools"] == ["mcp__late__ping"]  # a list change reaches the next turn
+
+
+async def test_a_turn_waits_for_its_chats_active_groups_that_are_still_starting() -> None:
+    late = Group("late", "Starts late", (), status="starting")
+    other = Group("other", "Not active here", (), status="starting")
+    waited: list[str] = []
+
+    async def wait_started(name: str) -> None:
+        waited.append(name)
+        late.status, late.tools = "available", (PING,)
+
+    live = Catalogue([Entry("mcp", late), Entry("mcp", other)], wait_started=wait_started)
+    pinned = await live.pinned_once_started({"late"})
+
+    assert waited == ["late"]  # a group the chat has not activated is not waited for
+    found = pinned.find("late")
+    assert found is not None and [tool.name for tool in found.group.tools] == ["mcp__late__ping"]

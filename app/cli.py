@@ -14,6 +14,7 @@ import sys
 from typing import Any
 
 from pydantic import ValidationError
+from sqlalchemy.engine import make_url
 
 from app.core.config_files import ConfigError
 from app.core.db.engine import create_engine, session_factory
@@ -80,7 +81,12 @@ def main(argv: list[str] | None = None) -> None:
     serve = commands.add_parser("serve", help="upgrade the schema and serve HTTP")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
-    serve.add_argument("--workers", type=int, default=1)
+    serve.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="worker processes (default: one per core on PostgreSQL, one on SQLite)",
+    )
 
     commands.add_parser("migrate", help="upgrade the database schema to head and exit")
 
@@ -121,7 +127,8 @@ def main(argv: list[str] | None = None) -> None:
         elif args.command == "users":
             _manage_users(settings, args)
         elif args.command == "serve":
-            _serve(settings, args.host, args.port, args.workers)
+            workers = args.workers or default_workers(settings.database_url)
+            _serve(settings, args.host, args.port, workers)
     except (ConfigError, DataDirMismatch) as exc:
         sys.exit(f"hearth: configuration error: {exc}")
     except ValidationError as exc:
@@ -175,6 +182,24 @@ def _print_users(users: list[dict[str, Any]]) -> None:
                 ]
             )
         )
+
+
+def default_workers(database_url: str) -> int:
+    """One worker per core this process may run on, on PostgreSQL; one on SQLite.
+
+    SQLite takes one writer at a time for the whole file, and a turn writes as it streams, so a
+    second worker only queues on the same lock; and on SQLite a running turn is followed only
+    in the process that runs it (the live-event relay is PostgreSQL's), so a reload that reached
+    another worker would not see the answer being written. PostgreSQL is the engine hearth
+    scales out on: turns, stops and live events cross workers through it. An explicit
+    `--workers` is honoured on either.
+    """
+    if make_url(database_url).get_backend_name() != "postgresql":
+        return 1
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # a platform without CPU affinity
+        return max(1, os.cpu_count() or 1)
 
 
 def _serve(settings: Settings, host: str, port: int, workers: int) -> None:

@@ -1,37 +1,45 @@
-"""What a chat turn costs on top of the model provider it streams from.
+"""What a chat turn costs on top of the model provider it streams, against pydantic-ai alone.
 
 The provider is the fake one (`tests/fakes`), in a process of its own, answering every request
 on a fixed schedule: the first token after 200 ms, then 50 tokens 20 ms apart (1.2 s in all).
-Since the provider's part is fixed, whatever a client sees beyond it is hearth's.
+Since the provider's part is fixed, whatever a client sees beyond it is hearth's. The floor of
+each figure is pydantic-ai alone in this process: the model class and client hearth uses
+(`OpenAIChatModel` over `HearthAsyncOpenAI`), no HTTP server, no database, no browser encoding.
 
-(a) Time to first text, sequentially. For each of `--sequential` turns (200) the client times
-    a direct streaming request to the fake (the same body pydantic-ai sends for a one-message
-    chat, over a keep-alive connection, until the first chunk that carries content) and a
-    hearth turn (`POST /api/chats/{id}/messages`, until the first `text-delta` event with
-    text), alternately, the order flipped each pair so drift falls on both sides alike. Every
-    turn goes to a chat created just before it (not timed), so every turn has the same one
-    message of history. The figure is each pair's ratio, hearth over provider; target: p50 of
-    the ratios <= 1.05. A shorter series then pairs direct requests with pydantic-ai alone in
-    this process (the model class and client hearth uses, no HTTP server, no database): the
-    part of the ratio that is the library's. Before the series, `WARMUP_PAIRS` (5) pairs are
-    run and not counted; their times are printed, since the first of them is the first turn
-    the server serves after it started (what a start-up leaves to build on first use shows
-    there). No target.
+(a) Time to first text, sequentially. For each of `--sequential` turns (200), a direct
+    streaming request to the fake (until the first chunk with content), a hearth turn
+    (`POST /api/chats/{id}/messages`, until the first `text-delta` with text) and a pydantic-ai
+    run alone (until its first text event), the same content for all three, in an order that
+    rotates every turn so drift falls on all alike. Every turn goes to a chat created just
+    before it (not timed): the same one message of history each time. Target: p50 of hearth's
+    time minus pydantic-ai alone's <= 6 ms. `WARMUP_PAIRS` (5) turns are run first and not
+    counted; their times are printed (the first is the first the server serves after start).
 
-(b) Concurrent turns. For each of `--concurrency` (50, 100, 200): that many chats are created,
-    a connection opened for each, and all turns are sent at once, each with its own content.
-    Every stream must end with `[DONE]` and a `finish` and carry no error; its
+(b) Concurrent turns on one worker. For each of `--concurrency` (50, 100, 200): that many chats
+    are created, a connection opened for each, and all turns sent at once, each with its own
+    content. Every stream must end with `[DONE]` and a `finish` and carry no error; its
     `data-user-message` id must be the stored user message of its own chat, holding exactly
     the content that client sent; its `data-assistant-message` id must be that chat's stored
     answer, with status `ok` and the streamed text; and the chat must have exactly one
-    `llm_requests` row, without error. A turn's wall time runs from sending the request to
-    `[DONE]`; target: at 100, the slowest <= 1.25 x the schedule. The same number of requests
-    straight to the fake is timed first, to show what the fake and the machine add on their
-    own. CPU seconds of the server and the fake (from /proc) show what each turn costs. Then
-    the same number of pydantic-ai runs alone (the model class and client hearth uses, no HTTP
-    server, no database) go at once from this process: a floor under what one worker needs.
+    `llm_requests` row, without error. The server's CPU (from /proc) per turn is set beside the
+    CPU per run of the same number of pydantic-ai runs at once in this process. Target: at
+    N = 100, server CPU per turn <= 1.4 x the library's per run, every turn complete and
+    uncrossed. Wall times (slowest over the schedule) and direct requests are printed.
 
-(c) Building the request for long chats, in this process (hearth's own functions and app, no
+(c) Realistic pacing on every core. `hearth serve --workers 2` (`--workers`) on PostgreSQL, a
+    fake that answers the first token after 400 ms and then 200 tokens 25 ms apart (5.4 s);
+    N turns at once for N in `--pacing` (100, 200, 400), checked as in (b). Reported: the
+    slowest turn over the schedule, and the p99 of the gaps between consecutive text events at
+    the client minus the provider's 25 ms. Targets at 200: slowest <= 1.15 x, p99 added gap
+    <= 40 ms, nothing lost or crossed. Then, from the largest N that met both, N grows by 50
+    until one does not (`--capacity-limit` at most): the last that did is the capacity.
+
+(d) Per streamed token. Answers of 50 and of 500 tokens (2 ms apart), `--token-rounds` (3)
+    bursts of `--token-turns` (20) turns at once on one worker, each beside the same burst of
+    pydantic-ai runs alone; the medians' slope over the 450 extra tokens is the CPU per token
+    of each. Target: hearth's minus the library's <= 15 us.
+
+(l) Building the request for long chats, in this process (hearth's own functions and app, no
     HTTP server): chats of `--sizes` (200, 1,000, 2,000) messages, user and assistant in turn,
     every 4th message an assistant message with a tool call whose `chat_llm_tools` row holds its
     result, contents of a few hundred characters, written through the ORM. Assistant rows are
@@ -44,7 +52,7 @@ Since the provider's part is fixed, whatever a client sees beyond it is hearth's
     the time for 2,000 messages <= 12 x that for 200, and the same number of statements for
     every size.
 
-(o) Observability, when asked for (`--parts o`): server CPU per turn with metrics and tracing
+(o) Observability: server CPU per turn with metrics and tracing
     on (`HEARTH_METRICS_TOKEN`, and `OTEL_EXPORTER_OTLP_ENDPOINT` pointing at an OTLP/HTTP
     receiver in a process of its own, `tests/fakes/otlp.py`, which decodes every export; the
     server is scraped once a burst) against both off, the two servers side by side, each on its
@@ -54,19 +62,25 @@ Since the provider's part is fixed, whatever a client sees beyond it is hearth's
     observability existed) with both off: off over it should show no difference beyond the
     baseline's own spread between rounds (or 3 %).
 
-hearth runs as `hearth serve` does: `python -m app.cli serve`, one uvicorn worker (uvloop and
-httptools when installed), schema upgraded at start, on a fresh database: a SQLite file in a
-temporary folder (`--db sqlite`, the default) or a randomly named PostgreSQL database created
-from `--pg-url` and dropped at the end (`--db postgresql`). The client is this process: plain
-asyncio sockets (`_turns.Connection`) that stamp every event as its bytes arrive and parse it
-only after the stream ended, so its own cost stays out of the times. On a 2-core machine the
-three processes share the cores; part (b) says how much CPU each used, and the header gives
-the machine's load average, since anything else running skews every figure. `--checkout DIR`
-runs the server and the fake from another source tree, to set a change beside this one.
+`--parts` picks the parts (default a,b,c,d); `--json FILE` writes every figure, each part's
+under its letter with the database it was measured on (`db`): `a.hearth_minus_library_ms_p50`,
+`b.cpu_ratio_to_library_n100`, `c.slowest_over_schedule_n200`, `c.p99_added_gap_ms_n200`,
+`c.capacity`, `d.extra_us_per_token` and more. A shorter run (`--sequential`, `--concurrency`,
+`--pacing`) gives the same keys, measured at the N it ran (`n`).
+
+hearth runs as `hearth serve` does: `python -m app.cli serve`, one uvicorn worker (two in (c);
+uvloop and httptools when installed), schema upgraded at start, on a fresh database: a SQLite
+file in a temporary folder (`--db sqlite`, the default) or a randomly named PostgreSQL database
+created from `--pg-url` and dropped at the end (`--db postgresql`). The client is this process:
+plain asyncio sockets (`_turns.Connection`) that stamp every event as its bytes arrive and parse
+it only after the stream ended, so its own cost stays out of the times. On a 2-core machine the
+three processes share the cores; part (b) says how much CPU each used, and the header gives the
+machine's load average, since anything else running skews every figure. `--checkout DIR` runs
+the server and the fake from another source tree, to set a change beside this one.
 
 Exit status 0 when every target of the parts run is met, 1 otherwise.
 
-    .venv/bin/python bench/turn_overhead.py
+    .venv/bin/python bench/turn_overhead.py --json figures.json
     .venv/bin/python bench/turn_overhead.py --db postgresql --parts b --concurrency 100
     .venv/bin/python bench/turn_overhead.py --parts o --baseline ../hearth-before
 """
@@ -76,6 +90,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import itertools
 import os
 import platform
 import random
@@ -98,6 +113,7 @@ from typing import IO, Any
 import httpx
 import orjson
 from _chats import link_in_order
+from _figures import add_json_option, write_figures
 from _loadgen import LOOPBACK, build_request
 from _turns import (
     DEFAULT_PG_URL,
@@ -150,8 +166,15 @@ PROVIDER_KEY_ENV = "HEARTH_BENCH_PROVIDER_KEY"
 PROVIDER_KEY = "bench-key"
 PROVIDER_MODEL = "gpt-4.1"
 CHAT_MODEL = f"fake/{PROVIDER_MODEL}"
-TTFT_TARGET = 1.05
-CONCURRENCY_TARGET = 1.25
+TTFT_EXTRA_TARGET_MS = 6.0
+CPU_TO_LIBRARY_TARGET = 1.4
+PACING_SCHEDULE = "first_ms=400,tokens=200,interval_ms=25"
+PACING_TARGET_N = 200
+PACING_STEP = 50
+PACING_SLOWEST_TARGET = 1.15
+PACING_GAP_TARGET_MS = 40.0
+TOKEN_COUNTS = (50, 500)
+TOKEN_EXTRA_TARGET_US = 15.0
 TARGET_CONCURRENCY = 100
 GROWTH_TARGET = 12.0
 WARMUP_PAIRS = 5
@@ -425,6 +448,7 @@ async def running_stack(
     tree: Path,
     extra_env: dict[str, str] | None = None,
     name: str = "processes",
+    workers: int = 1,
 ) -> AsyncIterator[Stack]:
     log_path = workdir / f"{name}.log"
     with log_path.open("wb") as log:
@@ -444,7 +468,7 @@ async def running_stack(
                 **(extra_env or {}),
             }
             command = [sys.executable, "-m", "app.cli", "serve", "--host", LOOPBACK]
-            command += ["--port", str(port), "--workers", "1"]
+            command += ["--port", str(port), "--workers", str(workers)]
             server = start_process(command, log, env, cwd=tree)
             try:
                 await wait_answering(port, "/healthz", server)
@@ -488,135 +512,142 @@ def ms(seconds: float) -> str:
     return f"{seconds * 1000:.1f}"
 
 
-async def part_a(stack: Stack, account: Account, args: argparse.Namespace) -> bool:
+async def part_a(
+    stack: Stack, account: Account, args: argparse.Namespace, figures: dict[str, Any]
+) -> bool:
     hearth = await Connection.open(stack.port)
     fake = await Connection.open(stack.fake_port)
-    pairs: list[tuple[DirectOutcome, TurnOutcome]] = []
+    agent, library_client = library_agent(stack)
+    triplets: list[tuple[DirectOutcome, TurnOutcome, float | None]] = []
     failures: list[str] = []
     wait = 60.0
 
-    async def one_pair(index: int, label: str) -> tuple[DirectOutcome, TurnOutcome]:
+    async def one_triplet(
+        index: int, label: str
+    ) -> tuple[DirectOutcome, TurnOutcome, float | None]:
+        """A direct request, a hearth turn and a pydantic-ai run alone with the same content,
+        in an order that rotates with `index`, so drift falls on all three alike."""
         chat_id = await create_chat(hearth, account)
         content = message_text(index, label)
         direct: DirectOutcome | None = None
         turn: TurnOutcome | None = None
-        for side in ("direct", "hearth") if index % 2 == 0 else ("hearth", "direct"):
+        library: float | None = None
+        sides = ("direct", "hearth", "library")
+        for side in sides[index % 3 :] + sides[: index % 3]:
             if side == "direct":
                 direct = read_completion(await fake.exchange(direct_request(content), wait=wait))
                 if not fake.usable:
                     await fake.reopen()
-            else:
+            elif side == "hearth":
                 request = turn_request(account, chat_id, content)
                 turn = read_turn(await hearth.exchange(request, wait=wait))
                 if not hearth.usable:
                     await hearth.reopen()
+            else:
+                library, _ = await library_run(agent, content)
         assert direct is not None and turn is not None
-        return direct, turn
+        return direct, turn, library
 
-    warm: list[tuple[DirectOutcome, TurnOutcome]] = []
+    warm: list[tuple[DirectOutcome, TurnOutcome, float | None]] = []
     try:
         for index in range(WARMUP_PAIRS):
-            warm.append(await one_pair(index, "Warm-up turn"))
+            warm.append(await one_triplet(index, "Warm-up turn"))
         started = time.monotonic()
         for index in range(args.sequential):
             if time.monotonic() - started > args.time_limit:
                 print(f"  (a) stopped at the {args.time_limit:g} s limit", file=sys.stderr)
                 break
-            direct, turn = await one_pair(index, "Sequential turn")
+            direct, turn, library = await one_triplet(index, "Sequential turn")
             if not turn.ok:
                 failures.append(f"turn {index}: {turn.problem()}")
             if not direct.ok or direct.ttft is None:
                 failures.append(f"direct {index}: {direct.exchange.error or 'incomplete'}")
-            pairs.append((direct, turn))
+            if library is None:
+                failures.append(f"library {index}: no text")
+            triplets.append((direct, turn, library))
             if (index + 1) % 50 == 0:
-                print(f"  (a) {index + 1}/{args.sequential} pairs", file=sys.stderr, flush=True)
-        library = await library_series(stack, fake, max(20, len(pairs) // 4))
+                print(f"  (a) {index + 1}/{args.sequential} turns", file=sys.stderr, flush=True)
     finally:
         hearth.close()
         fake.close()
+        await library_client.close()
 
     print(
-        "\n(a) the first turns after the server started (the warm-up pairs, not counted below), "
+        "\n(a) the first turns after the server started (the warm-up, not counted below), "
         "time to first text in ms:\n"
-        f"    hearth  {', '.join(ms(t.ttft) if t.ttft is not None else '-' for _, t in warm)}\n"
-        f"    direct  {', '.join(ms(d.ttft) if d.ttft is not None else '-' for d, _ in warm)}"
+        f"    hearth   {', '.join(ms(t.ttft) if t.ttft is not None else '-' for _, t, _ in warm)}\n"
+        f"    library  {', '.join(ms(lib) if lib is not None else '-' for _, _, lib in warm)}\n"
+        f"    direct   {', '.join(ms(d.ttft) if d.ttft is not None else '-' for d, _, _ in warm)}"
     )
-    good = [(d, t) for d, t in pairs if d.ttft is not None and t.ttft is not None]
-    provider = [d.ttft for d, _ in good if d.ttft is not None]
-    ours = [t.ttft for _, t in good if t.ttft is not None]
-    ratios = [t / d for d, t in zip(provider, ours, strict=True)]
-    extra = [t - d for d, t in zip(provider, ours, strict=True)]
-    provider_wall = [d.wall for d, _ in good if d.wall is not None]
-    ours_wall = [t.wall for _, t in good if t.wall is not None]
-
+    good = [
+        (d.ttft, t.ttft, lib, d.wall, t.wall)
+        for d, t, lib in triplets
+        if d.ttft is not None and t.ttft is not None and lib is not None
+    ]
+    provider = [g[0] for g in good]
+    ours = [g[1] for g in good]
+    library = [g[2] for g in good]
+    over_library = [g[1] - g[2] for g in good]
+    ratios = [g[1] / g[0] for g in good]
     print()
     print(
-        f"(a) time to first text byte, {len(pairs)} sequential turns, each in a new chat "
-        f"(one message of history), alternating with a direct request to the fake"
+        f"(a) time to first text, {len(triplets)} sequential turns, each in a new chat (one "
+        f"message of history), each beside a direct request to the fake and a pydantic-ai run "
+        f"alone (this process: the model class and client hearth uses, no HTTP server, no "
+        f"database), the order rotated every turn"
     )
-    print(f"{'':<34}{'p50':>9}{'p90':>9}{'p99':>9}{'max':>9}")
+    print(f"{'':<38}{'p50':>9}{'p90':>9}{'p99':>9}{'max':>9}")
     rows: list[tuple[str, list[float], bool]] = [
         ("provider, direct (ms)", provider, True),
+        ("pydantic-ai alone (ms)", library, True),
         ("hearth turn (ms)", ours, True),
-        ("hearth - provider (ms)", extra, True),
-        ("ratio hearth/provider, per pair", ratios, False),
-        ("whole stream, direct (ms)", provider_wall, True),
-        ("whole turn to [DONE], hearth (ms)", ours_wall, True),
+        ("hearth - pydantic-ai alone (ms)", over_library, True),
+        ("hearth - provider (ms)", [o - p for o, p in zip(ours, provider, strict=True)], True),
+        (
+            "pydantic-ai alone - provider (ms)",
+            [lib - p for lib, p in zip(library, provider, strict=True)],
+            True,
+        ),
+        ("ratio hearth/provider", ratios, False),
+        ("whole turn to [DONE], hearth (ms)", [g[4] for g in good if g[4] is not None], True),
     ]
     for label, values, in_ms in rows:
         cells = [quantile(values, f) for f in (0.5, 0.9, 0.99, 1.0)]
         text = "".join(f"{ms(v) if in_ms else f'{v:.3f}':>9}" for v in cells)
-        print(f"{label:<34}{text}")
-    if len(extra) >= 8:
-        size = len(extra) // 4
-        quarters = [extra[i * size : (i + 1) * size] for i in range(4)]
+        print(f"{label:<38}{text}")
+    if len(over_library) >= 8:
+        size = len(over_library) // 4
+        quarters = [over_library[i * size : (i + 1) * size] for i in range(4)]
         drift = " / ".join(ms(quantile(q, 0.5)) for q in quarters)
-        print(f"hearth - provider p50 per quarter of the run, first to last (ms): {drift}")
-    if library:
-        floor = quantile(library, 0.5)
         print(
-            f"pydantic-ai alone (no HTTP server, no database), {len(library)} runs alternating "
-            f"with direct requests: time to first text over the provider's, per pair, p50 "
-            f"{floor:.3f}, p90 {quantile(library, 0.9):.3f}"
+            f"hearth - pydantic-ai alone, p50 per quarter of the run, first to last (ms): {drift}"
         )
-    p50 = quantile(ratios, 0.5)
-    p99 = quantile(ratios, 0.99)
-    of_medians = quantile(ours, 0.5) / quantile(provider, 0.5) if provider else float("nan")
-    passed = bool(ratios) and p50 <= TTFT_TARGET and not failures
+    extra_ms = 1000 * quantile(over_library, 0.5) if over_library else float("nan")
+    passed = bool(over_library) and extra_ms <= TTFT_EXTRA_TARGET_MS and not failures
+    figures["a"] = {
+        "db": args.db,
+        "turns": len(good),
+        "hearth_minus_library_ms_p50": round(extra_ms, 3),
+        "hearth_minus_library_ms_p90": round(1000 * quantile(over_library, 0.9), 3)
+        if over_library
+        else None,
+        "hearth_ttft_ms_p50": round(1000 * quantile(ours, 0.5), 3) if ours else None,
+        "library_ttft_ms_p50": round(1000 * quantile(library, 0.5), 3) if library else None,
+        "provider_ttft_ms_p50": round(1000 * quantile(provider, 0.5), 3) if provider else None,
+        "ratio_to_provider_p50": round(quantile(ratios, 0.5), 4) if ratios else None,
+        "failures": len(failures),
+        "target_ms": TTFT_EXTRA_TARGET_MS,
+        "passed": passed,
+    }
     print(
-        f"ratio p50 {p50:.3f}, p99 {p99:.3f} (p50 hearth / p50 provider {of_medians:.3f}); "
-        f"target p50 <= {TTFT_TARGET:.2f}: {'PASS' if passed else 'FAIL'}"
+        f"hearth - pydantic-ai alone, p50 {extra_ms:.2f} ms; target <= "
+        f"{TTFT_EXTRA_TARGET_MS:g} ms: {'PASS' if passed else 'FAIL'}"
     )
     for line in failures[:10]:
         print(f"  failed: {line}")
     if len(failures) > 10:
         print(f"  ... and {len(failures) - 10} more failures")
     return passed
-
-
-async def library_series(stack: Stack, fake: Connection, count: int) -> list[float]:
-    """Per-pair ratios of pydantic-ai alone (`library_agent`) over a direct request, sequential
-    and alternating as the hearth pairs are: the share of (a)'s figure that is the library's."""
-    agent, client = library_agent(stack)
-    ratios: list[float] = []
-    try:
-        await library_run(agent, "warm-up")
-        for index in range(count):
-            content = message_text(index, "Library turn")
-            first: float | None = None
-            direct: DirectOutcome | None = None
-            for side in ("direct", "library") if index % 2 == 0 else ("library", "direct"):
-                if side == "direct":
-                    direct = read_completion(await fake.exchange(direct_request(content), wait=60))
-                    if not fake.usable:
-                        await fake.reopen()
-                else:
-                    first, _ = await library_run(agent, content)
-            if first is not None and direct is not None and direct.ttft:
-                ratios.append(first / direct.ttft)
-    finally:
-        await client.close()
-    return ratios
 
 
 # --------------------------------------------------------------------------------------------
@@ -795,12 +826,20 @@ async def check_burst(
 
 
 async def part_b(
-    stack: Stack, account: Account, args: argparse.Namespace, schedule: Schedule
+    stack: Stack,
+    account: Account,
+    args: argparse.Namespace,
+    schedule: Schedule,
+    figures: dict[str, Any],
 ) -> bool:
     control = await Connection.open(stack.port)
     passed = True
     lines: list[str] = []
     floors: list[str] = []
+    target_n = (
+        TARGET_CONCURRENCY if TARGET_CONCURRENCY in args.concurrency else max(args.concurrency)
+    )
+    by_n: dict[int, dict[str, Any]] = {}
     try:
         for index in range(3):  # warm the server up (imports, caches) when (a) has not
             chat_id = await create_chat(control, account)
@@ -844,25 +883,36 @@ async def part_b(
             slowest = max(walls) if walls else float("nan")
             ratio = slowest / schedule.nominal_seconds
             complete = len(walls) == count and not (check.lost or check.crossed or check.not_ok)
-            verdict = "-"
-            if count == TARGET_CONCURRENCY:
-                ok = complete and ratio <= CONCURRENCY_TARGET
-                verdict = "PASS" if ok else "FAIL"
-                passed &= ok
-            else:
-                passed &= complete
-            lines.append(
-                f"{count:>5}{len(walls):>7}{len(check.lost):>6}{len(check.crossed):>8}"
-                f"{len(check.not_ok):>8}{ms(quantile(ttfts, 0.5)):>9}{ms(max(ttfts or [0])):>9}"
-                f"{ms(quantile(walls, 0.5)):>9}{ms(slowest):>9}{ratio:>8.3f}{verdict:>6}"
-                f"   {ms(max(direct_walls or [0])):>9}"
-                f"{_per_turn(server_used, count):>10}{_per_turn(fake_used, count):>9}"
-                f"{1000 * client_used / count:>9.2f}"
-            )
-            lines.extend(f"      {problem}" for problem in check.problems()[:5])
+            passed &= complete
             print(f"  (b) {count} concurrent turns in {elapsed:.2f} s", file=sys.stderr)
             await asyncio.sleep(1.0)
             library = await library_burst(stack, count)
+            cpu_ratio = (
+                server_used / library.cpu_seconds
+                if server_used is not None and library.cpu_seconds > 0
+                else float("nan")
+            )
+            verdict = "-"
+            if count == target_n:
+                ok = complete and cpu_ratio <= CPU_TO_LIBRARY_TARGET
+                verdict = "PASS" if ok else "FAIL"
+                passed &= ok
+            by_n[count] = {
+                "server_cpu_ms_per_turn": _ms_per(server_used, count),
+                "library_cpu_ms_per_run": _ms_per(library.cpu_seconds, count),
+                "cpu_ratio_to_library": round(cpu_ratio, 4),
+                "slowest_over_schedule": round(ratio, 4),
+                "complete": complete,
+            }
+            lines.append(
+                f"{count:>5}{len(walls):>7}{len(check.lost):>6}{len(check.crossed):>8}"
+                f"{len(check.not_ok):>8}{ms(quantile(ttfts, 0.5)):>9}{ms(max(ttfts or [0])):>9}"
+                f"{ms(quantile(walls, 0.5)):>9}{ms(slowest):>9}{ratio:>8.3f}"
+                f"   {ms(max(direct_walls or [0])):>9}"
+                f"{_per_turn(server_used, count):>10}{_per_turn(fake_used, count):>9}"
+                f"{1000 * client_used / count:>9.2f}{cpu_ratio:>8.3f}{verdict:>6}"
+            )
+            lines.extend(f"      {problem}" for problem in check.problems()[:5])
             floors.append(
                 f"{count:>5}{ms(quantile(library.walls, 0.5)):>9}{ms(max(library.walls)):>9}"
                 f"{max(library.walls) / schedule.nominal_seconds:>8.3f}"
@@ -880,12 +930,12 @@ async def part_b(
     )
     print(
         f"{'N':>5}{'[DONE]':>7}{'lost':>6}{'crossed':>8}{'not ok':>8}{'TTFT50':>9}{'TTFTmax':>9}"
-        f"{'wall50':>9}{'slowest':>9}{'/sched':>8}{'':>6}   {'fake-only':>9}"
-        f"{'srv CPU':>10}{'fake CPU':>9}{'cli CPU':>9}"
+        f"{'wall50':>9}{'slowest':>9}{'/sched':>8}   {'fake-only':>9}"
+        f"{'srv CPU':>10}{'fake CPU':>9}{'cli CPU':>9}{'/lib':>8}"
     )
     print(
-        f"{'':>5}{'':>7}{'':>6}{'':>8}{'':>8}{'ms':>9}{'ms':>9}{'ms':>9}{'ms':>9}{'':>8}{'':>6}"
-        f"   {'slowest ms':>9}{'ms/turn':>10}{'ms/turn':>9}{'ms/turn':>9}"
+        f"{'':>5}{'':>7}{'':>6}{'':>8}{'':>8}{'ms':>9}{'ms':>9}{'ms':>9}{'ms':>9}{'':>8}"
+        f"   {'slowest ms':>9}{'ms/turn':>10}{'ms/turn':>9}{'ms/turn':>9}{'CPU':>8}"
     )
     for line in lines:
         print(line)
@@ -897,11 +947,27 @@ async def part_b(
     print(f"{'':>5}{'ms':>9}{'ms':>9}{'':>8}{'ms/run':>10}")
     for line in floors:
         print(line)
+    target = by_n.get(target_n, {})
+    figures["b"] = {
+        "db": args.db,
+        "n": target_n,
+        "cpu_ratio_to_library_n100": target.get("cpu_ratio_to_library"),
+        "server_cpu_ms_per_turn_n100": target.get("server_cpu_ms_per_turn"),
+        "library_cpu_ms_per_run_n100": target.get("library_cpu_ms_per_run"),
+        "by_n": {str(n): values for n, values in by_n.items()},
+        "target": CPU_TO_LIBRARY_TARGET,
+        "passed": passed,
+    }
     print(
-        f"target: every turn complete and uncrossed at every N; at N={TARGET_CONCURRENCY} the "
-        f"slowest <= {CONCURRENCY_TARGET:.2f} x schedule: {'PASS' if passed else 'FAIL'}"
+        f"target: every turn complete and uncrossed at every N; at N={target_n} the server's "
+        f"CPU per turn <= {CPU_TO_LIBRARY_TARGET:g} x pydantic-ai alone's per run (/lib CPU): "
+        f"{'PASS' if passed else 'FAIL'}"
     )
     return passed
+
+
+def _ms_per(seconds: float | None, count: int) -> float | None:
+    return None if seconds is None else round(1000 * seconds / count, 3)
 
 
 def _used(after: float | None, before: float | None) -> float | None:
@@ -1345,7 +1411,7 @@ async def turn_statements(
     return Counter(statement_kind(sql) for sql in seen), elapsed
 
 
-async def part_c(args: argparse.Namespace, workdir: Path) -> bool:
+async def part_l(args: argparse.Namespace, workdir: Path) -> bool:
     log_path = workdir / "part-c.log"
     results: list[SizeResult] = []
     turn_counts: dict[int, Counter[str]] = {}
@@ -1408,7 +1474,7 @@ async def part_c(args: argparse.Namespace, workdir: Path) -> bool:
                             )
                             turn_counts[size] = counts
                             turn_times[size] = elapsed
-                            print(f"  (c) {size} messages done", file=sys.stderr, flush=True)
+                            print(f"  (l) {size} messages done", file=sys.stderr, flush=True)
                 finally:
                     await services.engine.dispose()
         finally:
@@ -1424,7 +1490,7 @@ def report_c(
 ) -> bool:
     print()
     print(
-        f"(c) building the request for long chats (load_rows + build_history, median of up to "
+        f"(l) building the request for long chats (load_rows + build_history, median of up to "
         f"{args.repeats}); user and assistant in turn, a tool call every 4th message"
     )
     print(
@@ -1489,6 +1555,278 @@ def report_c(
 # --------------------------------------------------------------------------------------------
 
 
+# --------------------------------------------------------------------------------------------
+# (c) Realistic pacing on every core, and (d) the cost of one streamed token.
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class PacedBurst:
+    """`n` turns at once at the realistic pace, read after they ended."""
+
+    n: int
+    slowest_over_schedule: float
+    p99_added_gap_ms: float
+    ttft_p50_ms: float
+    problems: list[str]
+
+    @property
+    def meets(self) -> bool:
+        return (
+            not self.problems
+            and self.slowest_over_schedule <= PACING_SLOWEST_TARGET
+            and self.p99_added_gap_ms <= PACING_GAP_TARGET_MS
+        )
+
+
+def text_gaps(exchange: Exchange) -> list[float]:
+    """Seconds between consecutive `text-delta` events with text, as they reached the client."""
+    stamps = []
+    for arrived, payload in exchange.events:
+        if b"text-delta" in payload and payload != b"[DONE]":
+            chunk = orjson.loads(payload)
+            if chunk.get("type") == "text-delta" and chunk.get("delta"):
+                stamps.append(arrived)
+    return [(b - a) / 1e9 for a, b in itertools.pairwise(stamps)]
+
+
+async def paced_burst(
+    stack: Stack, control: Connection, account: Account, count: int, schedule: Schedule
+) -> PacedBurst:
+    chats = [await create_chat(control, account) for _ in range(count)]
+    contents = [message_text(i, f"Paced turn of {count}, number") for i in range(count)]
+    requests = [turn_request(account, c, t) for c, t in zip(chats, contents, strict=True)]
+    connections = await open_connections(stack.port, count)
+    wait = 4 * schedule.nominal_seconds + 60.0
+    try:
+        exchanges = await asyncio.gather(
+            *(
+                conn.exchange(req, wait=wait)
+                for conn, req in zip(connections, requests, strict=True)
+            )
+        )
+    finally:
+        for conn in connections:
+            conn.close()
+    outcomes = [read_turn(exchange) for exchange in exchanges]
+    await asyncio.sleep(1.0)  # the turns' last writes (lease release) follow [DONE]
+    check = await check_burst(stack, control, account, chats, contents, outcomes, schedule)
+    walls = [o.wall for o in outcomes if o.wall is not None]
+    gaps = [gap for exchange in exchanges for gap in text_gaps(exchange)]
+    problems = check.problems()
+    if len(walls) < count:
+        problems.append(f"{count - len(walls)} turns without [DONE]")
+    return PacedBurst(
+        n=count,
+        slowest_over_schedule=max(walls, default=float("inf")) / schedule.nominal_seconds,
+        p99_added_gap_ms=1000 * (quantile(gaps, 0.99) - schedule.interval_ms / 1000)
+        if gaps
+        else float("inf"),
+        ttft_p50_ms=1000 * quantile([o.ttft for o in outcomes if o.ttft is not None], 0.5),
+        problems=problems,
+    )
+
+
+async def part_c(args: argparse.Namespace, workdir: Path, figures: dict[str, Any]) -> bool:
+    """Turns at a real model's pace on `--workers` processes over PostgreSQL: the slowest turn
+    over the schedule and the gaps a reader sees, at each of `--pacing`, then upward in steps
+    of 50 from the largest N that met both targets to the first that does not: the capacity."""
+    schedule = Schedule.parse(PACING_SCHEDULE)
+    bursts: dict[int, PacedBurst] = {}
+    async with (
+        fresh_database("postgresql", args.pg_url, workdir, "pacing") as url,
+        running_stack(
+            url, workdir, PACING_SCHEDULE, ROOT, name="pacing", workers=args.workers
+        ) as stack,
+    ):
+        control = await Connection.open(stack.port)
+        try:
+            account = await register(control)
+            await paced_burst(stack, control, account, 4 * args.workers, schedule)  # warm-up
+
+            async def measure(count: int) -> PacedBurst:
+                burst = await paced_burst(stack, control, account, count, schedule)
+                bursts[count] = burst
+                print(
+                    f"  (c) {count} turns: slowest {burst.slowest_over_schedule:.3f} x, p99 "
+                    f"added gap {burst.p99_added_gap_ms:.1f} ms, {len(burst.problems)} problems",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                await asyncio.sleep(2.0)
+                return burst
+
+            for count in args.pacing:
+                await measure(count)
+            met = [n for n, burst in bursts.items() if burst.meets]
+            capacity = max(met, default=0)
+            candidate = capacity + PACING_STEP
+            while candidate <= args.capacity_limit:
+                burst = bursts.get(candidate) or await measure(candidate)
+                if not burst.meets:
+                    break
+                capacity, candidate = candidate, candidate + PACING_STEP
+        finally:
+            control.close()
+        if stack.server.poll() is not None:
+            raise RuntimeError("the server exited during (c)")
+
+    print()
+    print(
+        f"(c) realistic pacing: `hearth serve --workers {args.workers}` on PostgreSQL, the "
+        f"provider answering the first token after {schedule.first_ms:g} ms, then "
+        f"{schedule.tokens} tokens {schedule.interval_ms:g} ms apart "
+        f"({schedule.nominal_seconds:.2f} s a turn); N turns at once, each in its own chat"
+    )
+    print(f"{'N':>6}{'slowest':>10}{'p99 gap':>10}{'TTFT50':>9}{'problems':>10}{'meets':>7}")
+    print(f"{'':>6}{'/sched':>10}{'+ms':>10}{'ms':>9}{'':>10}{'':>7}")
+    for count in sorted(bursts):
+        burst = bursts[count]
+        print(
+            f"{count:>6}{burst.slowest_over_schedule:>10.3f}{burst.p99_added_gap_ms:>10.1f}"
+            f"{burst.ttft_p50_ms:>9.1f}{len(burst.problems):>10}{'yes' if burst.meets else 'no':>7}"
+        )
+        for problem in burst.problems[:3]:
+            print(f"        {problem}")
+    target_n = PACING_TARGET_N if PACING_TARGET_N in bursts else max(args.pacing)
+    target = bursts[target_n]
+    passed = target.meets
+    print(
+        f"targets at N={target_n}: slowest <= {PACING_SLOWEST_TARGET:g} x the schedule, p99 "
+        f"added gap <= {PACING_GAP_TARGET_MS:g} ms, nothing lost or crossed: "
+        f"{'PASS' if passed else 'FAIL'}"
+    )
+    print(
+        f"capacity on this machine ({os.cpu_count()} cores, {args.workers} workers): "
+        f"{capacity} turns at once still meet both (steps of {PACING_STEP})"
+    )
+    figures["c"] = {
+        "db": "postgresql",
+        "workers": args.workers,
+        "n": target_n,
+        "slowest_over_schedule_n200": round(target.slowest_over_schedule, 4),
+        "p99_added_gap_ms_n200": round(target.p99_added_gap_ms, 3),
+        "capacity": capacity,
+        "by_n": {
+            str(n): {
+                "slowest_over_schedule": round(b.slowest_over_schedule, 4),
+                "p99_added_gap_ms": round(b.p99_added_gap_ms, 3),
+                "ttft_p50_ms": round(b.ttft_p50_ms, 3),
+                "problems": len(b.problems),
+                "meets": b.meets,
+            }
+            for n, b in sorted(bursts.items())
+        },
+        "passed": passed,
+    }
+    return passed
+
+
+async def token_costs(
+    args: argparse.Namespace, workdir: Path, tokens: int
+) -> tuple[list[float], list[float], list[str]]:
+    """CPU per turn of hearth's server and per run of pydantic-ai alone, for answers of
+    `tokens` tokens: `--token-rounds` bursts of `--token-turns` at once, each followed by the
+    same burst of library runs."""
+    spec = f"first_ms=20,tokens={tokens},interval_ms=2"
+    schedule = Schedule.parse(spec)
+    hearth_cpu: list[float] = []
+    library_cpu: list[float] = []
+    problems: list[str] = []
+    count = args.token_turns
+    async with (
+        fresh_database(args.db, args.pg_url, workdir, f"tokens{tokens}") as url,
+        running_stack(url, workdir, spec, ROOT, name=f"tokens{tokens}") as stack,
+    ):
+        control = await Connection.open(stack.port)
+        try:
+            account = await register(control)
+            for index in range(3):  # warm-up
+                chat = await create_chat(control, account)
+                await control.exchange(turn_request(account, chat, f"Warm-up {index}"), wait=60)
+                if not control.usable:
+                    await control.reopen()
+            for _ in range(args.token_rounds):
+                chats = [await create_chat(control, account) for _ in range(count)]
+                contents = [message_text(i, f"Token turn of {tokens}") for i in range(count)]
+                requests = [
+                    turn_request(account, c, t) for c, t in zip(chats, contents, strict=True)
+                ]
+                connections = await open_connections(stack.port, count)
+                before = cpu_seconds(stack.server.pid)
+                try:
+                    exchanges = await asyncio.gather(
+                        *(
+                            conn.exchange(req, wait=120)
+                            for conn, req in zip(connections, requests, strict=True)
+                        )
+                    )
+                finally:
+                    for conn in connections:
+                        conn.close()
+                used = _used(cpu_seconds(stack.server.pid), before)
+                outcomes = [read_turn(exchange) for exchange in exchanges]
+                problems += [o.problem() for o in outcomes if not o.ok]
+                problems += [
+                    "a turn's text is not the provider's"
+                    for o in outcomes
+                    if o.ok and o.text != schedule.text
+                ]
+                if used is not None:
+                    hearth_cpu.append(used / count)
+                await asyncio.sleep(0.5)
+                library = await library_burst(stack, count)
+                library_cpu.append(library.cpu_seconds / count)
+                await asyncio.sleep(0.5)
+        finally:
+            control.close()
+    print(f"  (d) {tokens} tokens measured", file=sys.stderr, flush=True)
+    return hearth_cpu, library_cpu, problems
+
+
+async def part_d(args: argparse.Namespace, workdir: Path, figures: dict[str, Any]) -> bool:
+    """hearth's server CPU per streamed text delta beyond pydantic-ai alone's: the slope between
+    answers of `TOKEN_COUNTS` tokens, so what a turn costs once (set-up, rows) cancels out."""
+    low, high = TOKEN_COUNTS
+    measured = {tokens: await token_costs(args, workdir, tokens) for tokens in TOKEN_COUNTS}
+    hearth = {t: statistics.median(m[0]) for t, m in measured.items()}
+    library = {t: statistics.median(m[1]) for t, m in measured.items()}
+    problems = [p for m in measured.values() for p in m[2]]
+    hearth_slope = (hearth[high] - hearth[low]) / (high - low)
+    library_slope = (library[high] - library[low]) / (high - low)
+    extra_us = 1e6 * (hearth_slope - library_slope)
+    passed = extra_us <= TOKEN_EXTRA_TARGET_US and not problems
+    print()
+    print(
+        f"(d) CPU per streamed token on {args.db}: {args.token_rounds} bursts of "
+        f"{args.token_turns} turns at once per answer length (the provider sending tokens 2 ms "
+        f"apart), each beside the same burst of pydantic-ai runs alone; medians"
+    )
+    print(f"{'tokens':>8}{'hearth':>12}{'library':>12}")
+    print(f"{'':>8}{'ms/turn':>12}{'ms/run':>12}")
+    for tokens in TOKEN_COUNTS:
+        print(f"{tokens:>8}{1000 * hearth[tokens]:>12.2f}{1000 * library[tokens]:>12.2f}")
+    print(
+        f"per token: hearth {1e6 * hearth_slope:.2f} us, pydantic-ai alone "
+        f"{1e6 * library_slope:.2f} us; hearth's extra {extra_us:.2f} us; target <= "
+        f"{TOKEN_EXTRA_TARGET_US:g} us: {'PASS' if passed else 'FAIL'}"
+    )
+    for problem in problems[:5]:
+        print(f"  problem: {problem}")
+    figures["d"] = {
+        "db": args.db,
+        "extra_us_per_token": round(extra_us, 3),
+        "hearth_us_per_token": round(1e6 * hearth_slope, 3),
+        "library_us_per_token": round(1e6 * library_slope, 3),
+        "hearth_cpu_ms_per_turn": {str(t): round(1000 * v, 3) for t, v in hearth.items()},
+        "library_cpu_ms_per_run": {str(t): round(1000 * v, 3) for t, v in library.items()},
+        "problems": len(problems),
+        "target_us": TOKEN_EXTRA_TARGET_US,
+        "passed": passed,
+    }
+    return passed
+
+
 async def orchestrate(args: argparse.Namespace) -> bool:
     schedule = Schedule.parse(args.schedule)
     workdir = Path(tempfile.mkdtemp(prefix="hearth-turn-bench-"))
@@ -1499,9 +1837,10 @@ async def orchestrate(args: argparse.Namespace) -> bool:
     )
     if {"a", "b"} & set(args.parts):
         print(f"hearth (parts a, b): {revision(args.checkout)}")
-    if "c" in args.parts:
-        print(f"hearth (part c, in this process): {revision(ROOT)}")
+    if {"c", "d", "l", "o"} & set(args.parts):
+        print(f"hearth (parts c, d, l, o): {revision(ROOT)}")
     verdicts: dict[str, bool] = {}
+    figures: dict[str, Any] = {}
     try:
         if {"a", "b"} & set(args.parts):
             async with (
@@ -1514,9 +1853,9 @@ async def orchestrate(args: argparse.Namespace) -> bool:
                 finally:
                     control.close()
                 if "a" in args.parts:
-                    verdicts["a"] = await part_a(stack, account, args)
+                    verdicts["a"] = await part_a(stack, account, args, figures)
                 if "b" in args.parts:
-                    verdicts["b"] = await part_b(stack, account, args, schedule)
+                    verdicts["b"] = await part_b(stack, account, args, schedule, figures)
                 if stack.server.poll() is not None:
                     raise RuntimeError("the server exited during the run")
                 errors, raised = log_problems(stack.log_path)
@@ -1525,7 +1864,11 @@ async def orchestrate(args: argparse.Namespace) -> bool:
                     for line, count in raised.most_common(5):
                         print(f"  {count} x {line}")
         if "c" in args.parts:
-            verdicts["c"] = await part_c(args, workdir)
+            verdicts["c"] = await part_c(args, workdir, figures)
+        if "d" in args.parts:
+            verdicts["d"] = await part_d(args, workdir, figures)
+        if "l" in args.parts:
+            verdicts["l"] = await part_l(args, workdir)
         if "o" in args.parts:
             verdicts["o"] = await part_o(args, workdir)
     finally:
@@ -1533,6 +1876,7 @@ async def orchestrate(args: argparse.Namespace) -> bool:
             print(f"kept {workdir} (databases, providers files, processes.log)", file=sys.stderr)
         else:
             shutil.rmtree(workdir, ignore_errors=True)
+        write_figures(figures, args.json)
     print()
     print(f"load average at the end: {_load()}")
     print(
@@ -1570,7 +1914,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="an existing database on the server where the benchmark's own one is created",
     )
     parser.add_argument(
-        "--parts", default="a,b,c", help="which of a, b, c and o (observability) to run"
+        "--parts",
+        default="a,b,c,d",
+        help="which of a, b, c, d, l (long chats) and o (observability) to run",
     )
     parser.add_argument("--observe-rounds", type=int, default=6, help="bursts per server in (o)")
     parser.add_argument("--observe-turns", type=int, default=50, help="turns a burst in (o)")
@@ -1582,8 +1928,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--sequential", type=int, default=200, help="turns in (a)")
     parser.add_argument("--concurrency", default="50,100,200", help="turns at once in (b)")
-    parser.add_argument("--sizes", default="200,1000,2000", help="chat lengths in (c)")
-    parser.add_argument("--repeats", type=int, default=15, help="timed builds per size in (c)")
+    parser.add_argument(
+        "--pacing", default="100,200,400", help="turns at once in (c), before the capacity search"
+    )
+    parser.add_argument(
+        "--workers", type=int, default=2, help="`hearth serve --workers` in (c) (PostgreSQL)"
+    )
+    parser.add_argument(
+        "--capacity-limit", type=int, default=1000, help="the largest N (c) tries for capacity"
+    )
+    parser.add_argument("--token-turns", type=int, default=20, help="turns a burst in (d)")
+    parser.add_argument("--token-rounds", type=int, default=3, help="bursts per length in (d)")
+    parser.add_argument("--sizes", default="200,1000,2000", help="chat lengths in (l)")
+    parser.add_argument("--repeats", type=int, default=15, help="timed builds per size in (l)")
+    add_json_option(parser)
     parser.add_argument("--schedule", default=DEFAULT_SCHEDULE, help="the fake's answer")
     parser.add_argument("--time-limit", type=float, default=1200.0, help="seconds for (a)")
     parser.add_argument(
@@ -1600,12 +1958,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.parts = sorted({part.strip() for part in args.parts.split(",") if part.strip()})
     try:
         args.concurrency = _int_list(args.concurrency)
+        args.pacing = sorted(_int_list(args.pacing))
         args.sizes = sorted(_int_list(args.sizes))
         Schedule.parse(args.schedule)
     except ValueError as exc:
         parser.error(str(exc))
     limits = (
-        (set(args.parts) <= {"a", "b", "c", "o"} and args.parts, "--parts takes a, b, c, o"),
+        (
+            set(args.parts) <= {"a", "b", "c", "d", "l", "o"} and args.parts,
+            "--parts takes a, b, c, d, l, o",
+        ),
+        (args.pacing and all(1 <= n <= 2000 for n in args.pacing), "--pacing values in [1, 2000]"),
+        (1 <= args.workers <= 64, "--workers must be in [1, 64]"),
+        (50 <= args.capacity_limit <= 5000, "--capacity-limit must be in [50, 5000]"),
+        (1 <= args.token_turns <= 500, "--token-turns must be in [1, 500]"),
+        (1 <= args.token_rounds <= 50, "--token-rounds must be in [1, 50]"),
         (1 <= args.observe_rounds <= 100, "--observe-rounds must be in [1, 100]"),
         (1 <= args.observe_turns <= 500, "--observe-turns must be in [1, 500]"),
         (1 <= args.sequential <= 10_000, "--sequential must be in [1, 10000]"),

@@ -92,12 +92,13 @@ async def hearth_worker(
     env: dict[str, str], *, within: float = 30, args: Sequence[str] = ()
 ) -> AsyncIterator[Worker]:
     """A `hearth serve` process with `env` (and more `args`, such as `--workers 2`), once it
-    answers `/healthz`; stopped after."""
+    answers `/healthz`; stopped after. One worker unless `args` say otherwise (the last
+    `--workers` counts), since a test that kills a worker kills this process."""
     port = free_port()
     sink, log = tempfile.mkstemp(prefix=f"hearth-worker-{port}-", suffix=".log")
     try:
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "app.cli", "serve", "--port", str(port), *args,
+            sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--workers", "1", *args,
             cwd=ROOT, env=env, stdout=sink, stderr=sink,
         )  # fmt: skip
     finally:

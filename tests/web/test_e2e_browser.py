@@ -853,12 +853,15 @@ async def test_a_wider_scope_asked_mid_call_is_a_sign_in_link_on_the_call(
     browser: Any, guarded: Guarded, fakes: dict[str, FakeProviderServer]
 ) -> None:
     """A server that wants more scope in the middle of a call: the call shows a sign-in link,
-    still there after a reload; following it finishes the call and the turn."""
+    still there after a reload; following it finishes the call, and the page that comes back
+    from the sign-in streams the rest of the turn (held until the page has read up to the
+    sign-in, so the answer comes while it follows)."""
     await connect(guarded.client)
+    answer = asyncio.Event()
     fakes["openai"].script(
         Reply(tool_calls=[ToolCall("activate_tools", {"groups": ["guarded"]})]),
         Reply(tool_calls=[ToolCall("mcp__guarded__alerts", {"region": "Nordland"}, id="al")]),
-        Reply(text="No alerts today."),
+        Reply(text="No alerts today.", hold=answer),
     )
     base_url = str(guarded.client.http.base_url).rstrip("/")
     context = await browser.new_context(base_url=base_url, accept_downloads=False)
@@ -876,8 +879,13 @@ async def test_a_wider_scope_asked_mid_call_is_a_sign_in_link_on_the_call(
         await expect(link).to_be_visible()  # kept on the call, not only in the stream
         await link.click()
         await page.wait_for_url(f"{base_url}/")
+        await expect(log).to_contain_text("No alerts for Nordland.")  # the call went on
+        await expect(page.get_by_role("button", name="Stop")).to_be_visible()  # it follows
+        answer.set()
         await expect(log).to_contain_text("No alerts today.")
+        await expect(page.get_by_role("button", name="Stop")).to_be_hidden()
     finally:
+        answer.set()
         await context.close()
     assert tab.errors == [], tab.errors
     chat = await chat_of(guarded.client)

@@ -496,6 +496,18 @@ async function consume(response, chatId, { started = true } = {}) {
   if (fold.error) showError(fold.error);
   if (state.chat?.id === chatId) {
     await reload();
+    const asked = state.asked;
+    if (asked?.chatId === chatId && state.chat?.id === chatId && state.chat.running) {
+      // A sign-in is answered by the server's callback, and a form may have been answered in
+      // another tab: the turn then goes on with no answer of this page's to carry the rest, so
+      // read on after the `[DONE]` it handed over at.
+      if (fold.signIn || !waitsForAForm(state.messages)) {
+        state.asked = null;
+        const rest = await api.follow(chatId, asked.lastId).catch(() => null);
+        if (rest) return consume(rest, chatId, { started: false });
+        await reload();
+      }
+    }
     announce(
       fold.asked
         ? "A tool asks you to fill in a form."
@@ -504,6 +516,16 @@ async function consume(response, chatId, { started = true } = {}) {
           : "The reply is complete.",
     );
   }
+}
+
+/** Whether a call of `messages` still waits for a form this page would answer. */
+function waitsForAForm(messages) {
+  return messages.some((message) =>
+    (message.tool_calls || []).some(
+      (call) =>
+        call.status === "running" && call.elicitation && call.elicitation.mode !== "url" && !call.elicitation.action,
+    ),
+  );
 }
 
 async function send(event) {

@@ -80,6 +80,8 @@ export class TurnFold {
     this.activations = [];
     this.error = null;
     this.paused = false;
+    this.asked = false; // the stream handed over to a form or a sign-in
+    this.signIn = false; // ... a sign-in, which the server's callback answers, not this page
   }
 
   round() {
@@ -197,12 +199,14 @@ const HANDLERS = {
   },
   "data-elicitation": (fold, chunk) => {
     fold.asked = true;
+    if (chunk.data.mode === "url") fold.signIn = true;
     touchCall(fold, { toolCallId: chunk.data.tool_call_id }, (call) => {
       call.elicitation = { ...chunk.data, action: null, content: null };
     });
   },
   "data-authorization": (fold, chunk) => {
     fold.asked = true;
+    fold.signIn = true;
     touchCall(fold, { toolCallId: chunk.data.tool_call_id }, (call) => {
       call.authorization = { group: chunk.data.group, url: chunk.data.url };
     });

@@ -668,6 +668,21 @@ async def open_connections(port: int, count: int) -> list[Connection]:
     return connections
 
 
+async def send_all(port: int, requests: Sequence[bytes], wait: float) -> list[Exchange]:
+    """Every request at once, each on a connection of its own, read to its end."""
+    connections = await open_connections(port, len(requests))
+    try:
+        return await asyncio.gather(
+            *(
+                conn.exchange(req, wait=wait)
+                for conn, req in zip(connections, requests, strict=True)
+            )
+        )
+    finally:
+        for conn in connections:
+            conn.close()
+
+
 async def direct_burst(stack: Stack, count: int, wait: float) -> list[DirectOutcome]:
     connections = await open_connections(stack.fake_port, count)
     try:
@@ -1596,18 +1611,7 @@ async def paced_burst(
     chats = [await create_chat(control, account) for _ in range(count)]
     contents = [message_text(i, f"Paced turn of {count}, number") for i in range(count)]
     requests = [turn_request(account, c, t) for c, t in zip(chats, contents, strict=True)]
-    connections = await open_connections(stack.port, count)
-    wait = 4 * schedule.nominal_seconds + 60.0
-    try:
-        exchanges = await asyncio.gather(
-            *(
-                conn.exchange(req, wait=wait)
-                for conn, req in zip(connections, requests, strict=True)
-            )
-        )
-    finally:
-        for conn in connections:
-            conn.close()
+    exchanges = await send_all(stack.port, requests, 4 * schedule.nominal_seconds + 60.0)
     outcomes = [read_turn(exchange) for exchange in exchanges]
     await asyncio.sleep(1.0)  # the turns' last writes (lease release) follow [DONE]
     check = await check_burst(stack, control, account, chats, contents, outcomes, schedule)
@@ -1752,18 +1756,8 @@ async def token_costs(
                 requests = [
                     turn_request(account, c, t) for c, t in zip(chats, contents, strict=True)
                 ]
-                connections = await open_connections(stack.port, count)
                 before = cpu_seconds(stack.server.pid)
-                try:
-                    exchanges = await asyncio.gather(
-                        *(
-                            conn.exchange(req, wait=120)
-                            for conn, req in zip(connections, requests, strict=True)
-                        )
-                    )
-                finally:
-                    for conn in connections:
-                        conn.close()
+                exchanges = await send_all(stack.port, requests, 120)
                 used = _used(cpu_seconds(stack.server.pid), before)
                 outcomes = [read_turn(exchange) for exchange in exchanges]
                 problems += [o.problem() for o in outcomes if not o.ok]

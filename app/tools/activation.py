@@ -17,7 +17,7 @@ from typing import Any
 from pydantic_ai import ModelRetry, RunContext, Tool, ToolReturn
 
 from app.llm.dtl import ACTIVATED_KEY
-from app.tools.catalogue import Pinned, per_user
+from app.tools.catalogue import per_user
 from app.tools.deps import TurnDeps
 
 ACTIVATE_TOOLS = "activate_tools"
@@ -26,18 +26,11 @@ ACTIVATE_TOOLS = "activate_tools"
 async def activation_report(deps: TurnDeps, groups: list[str]) -> list[dict[str, Any]]:
     report: list[dict[str, Any]] = []
     for name in groups:
-        entry = deps.catalogue.find(name)
+        entry = await deps.catalogue.started(name)  # the first turns after a start need it
         if entry is None:
             report.append({"group": name, "status": "unknown", "tools": [], "description": ""})
             continue
         group = entry.group
-        if group.status == "starting" and deps.catalogue.wait_started is not None:
-            await deps.catalogue.wait_started(name)  # the first turns after a start need it too
-        if isinstance(group, Pinned) and group.read_while_starting:
-            # Pinned before the server started, it may have started since: its tools now.
-            deps.catalogue.repin(name)
-            entry = deps.catalogue.find(name) or entry
-            group = entry.group
         problem = None
         if (
             entry.kind == "mcp"

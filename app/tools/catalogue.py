@@ -129,6 +129,20 @@ class Catalogue:
                     await self.wait_started(entry.group.name)
         return self.pinned()
 
+    async def started(self, name: str) -> Entry | None:
+        """The group `name` once its server has started (or failed, or its start-up time ran
+        out), with the tools it has then if it was pinned before its server started: a pin read
+        while starting holds none, even when the live group has started since."""
+        entry = self.find(name)
+        if entry is None:
+            return None
+        if entry.group.status == "starting" and self.wait_started is not None:
+            await self.wait_started(name)
+        if isinstance(entry.group, Pinned) and entry.group.read_while_starting:
+            self.repin(name)
+            entry = self.find(name) or entry
+        return entry
+
     def repin(self, name: str) -> None:
         """Take the group `name`'s tools as they are now (a group that has just started)."""
         self.entries = [

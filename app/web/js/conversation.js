@@ -73,7 +73,7 @@ function approvalForm(call, onDecide) {
 }
 
 /** Whether the call's server waits for the user to fill in its form. */
-function asking(call) {
+export function asking(call) {
   const asked = call.elicitation;
   return call.status === "running" && asked && asked.mode !== "url" && !asked.action;
 }

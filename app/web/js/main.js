@@ -3,7 +3,7 @@
 // The client uses only the public API (api.js), so it also shows a frontend author the way.
 
 import { ApiError, api, upload, whenSignedOut } from "./api.js";
-import { Log } from "./conversation.js";
+import { Log, asking } from "./conversation.js";
 import { announce, clear, formatSize, h, itemAction } from "./dom.js";
 import { adminPanel } from "./admin.js";
 import { filesPanel, toolsPanel } from "./panels.js";
@@ -501,7 +501,8 @@ async function consume(response, chatId, { started = true } = {}) {
       // A sign-in is answered by the server's callback, and a form may have been answered in
       // another tab: the turn then goes on with no answer of this page's to carry the rest, so
       // read on after the `[DONE]` it handed over at.
-      if (fold.signIn || !waitsForAForm(state.messages)) {
+      const formWaits = state.messages.some((m) => (m.tool_calls || []).some(asking));
+      if (fold.signIn || !formWaits) {
         state.asked = null;
         const rest = await api.follow(chatId, asked.lastId).catch(() => null);
         if (rest) return consume(rest, chatId, { started: false });
@@ -516,16 +517,6 @@ async function consume(response, chatId, { started = true } = {}) {
           : "The reply is complete.",
     );
   }
-}
-
-/** Whether a call of `messages` still waits for a form this page would answer. */
-function waitsForAForm(messages) {
-  return messages.some((message) =>
-    (message.tool_calls || []).some(
-      (call) =>
-        call.status === "running" && call.elicitation && call.elicitation.mode !== "url" && !call.elicitation.action,
-    ),
-  );
 }
 
 async function send(event) {

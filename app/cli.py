@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> None:
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument(
         "--workers",
-        type=int,
+        type=_worker_count,
         default=None,
         help="worker processes (default: one per core on PostgreSQL, one on SQLite)",
     )
@@ -182,6 +182,17 @@ def _print_users(users: list[dict[str, Any]]) -> None:
                 ]
             )
         )
+
+
+def _worker_count(text: str) -> int:
+    """`--workers`: a whole number from 1 to 64."""
+    try:
+        count = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not 1 <= count <= 64:
+        raise argparse.ArgumentTypeError(f"{count} is not between 1 and 64")
+    return count
 
 
 def default_workers(database_url: str) -> int:

@@ -44,3 +44,20 @@ def test_serve_passes_the_default_or_the_number_it_was_given(
     monkeypatch.setattr(cli, "_serve", lambda settings, host, port, workers: served.append(workers))
     cli.main(["serve", *argv])
     assert served == [expected]
+
+
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [("0", "not between 1 and 64"), ("-2", "not between 1 and 64"), ("65", "not between 1 and 64"),
+     ("two", "not a whole number"), ("1.5", "not a whole number")],
+)  # fmt: skip
+def test_a_worker_count_out_of_range_or_not_a_number_is_refused_before_anything_starts(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], value: str, reason: str
+) -> None:
+    served: list[Any] = []
+    monkeypatch.setattr(cli, "_serve", lambda *args: served.append(args))
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["serve", "--workers", value])
+    assert exited.value.code == 2 and served == []
+    error = capsys.readouterr().err
+    assert "argument --workers" in error and reason in error

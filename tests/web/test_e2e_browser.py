@@ -1007,9 +1007,9 @@ async def test_a_reload_in_the_middle_of_a_turn_keeps_streaming_it(
     await ask(page, "Talk slowly, then reload")
     reply = page.get_by_role("log").get_by_role("article").nth(1)
     await expect(reply).to_contain_text("word word word")
-
-    await page.reload()
+    # Listening before the reload: the page may ask for the stream before reload() returns.
     streams, reads = stream_requests(page), chat_reads(page)
+    await page.reload()
     await page.locator("#app[aria-busy=false]").wait_for()
     await record_text_growth(page)
     reply = page.get_by_role("log").get_by_role("article").nth(1)

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pydantic_ai import Agent
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.agent.capabilities.request_log import describe_error
@@ -87,16 +87,18 @@ def summary_block(summary: StoredSummary) -> str:
     return f"{SUMMARY_PREFIX} (what came before the messages that follow):\n\n{summary.content}"
 
 
+_LATEST = (
+    select(ChatSummary.id, ChatSummary.covers_up_to_message_id, ChatSummary.content)
+    .where(ChatSummary.covers_up_to_message_id.in_(on_path(active_path(bindparam("chat_id")))))
+    .order_by(ChatSummary.covers_up_to_message_id.desc(), ChatSummary.id.desc())
+    .limit(1)
+)
+"""Built once: every turn reads it (`app.chats.repository` says why)."""
+
+
 async def latest_summary(db: AsyncSession, chat_id: uuid.UUID) -> StoredSummary | None:
     """The summary in force on the chat's active path, if any."""
-    row = (
-        await db.execute(
-            select(ChatSummary.id, ChatSummary.covers_up_to_message_id, ChatSummary.content)
-            .where(ChatSummary.covers_up_to_message_id.in_(on_path(active_path(chat_id))))
-            .order_by(ChatSummary.covers_up_to_message_id.desc(), ChatSummary.id.desc())
-            .limit(1)
-        )
-    ).first()
+    row = (await db.execute(_LATEST, {"chat_id": chat_id})).first()
     return StoredSummary(*row) if row else None
 
 

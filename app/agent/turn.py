@@ -19,11 +19,11 @@ continues the same stream (`answer_elicitation`), starting with `start` of the s
 (`app.agent.asks`).
 
 However a turn ends, it leaves nothing open (`Recorder.close_leftovers`, in the transaction
-that releases the chat), and what a user sees
-of a failure of hearth's own is a generic message with the request id
-(`app.agent.stream.user_facing_error`); the log line keeps the full text, the chat and the
-request id. A tool's errors are the model's to correct, not the turn's end: a tool may fail any
-number of times, so only `HEARTH_MAX_ROUNDS` bounds a model that keeps calling a failing tool.
+that releases the chat), and what a user sees of a failure of hearth's own is a generic message
+with the request id (`app.agent.stream.user_facing_error`); the log line keeps the full text,
+the chat and the request id. A tool's errors are the model's to correct, not the turn's end: a
+tool may fail any number of times, so only `HEARTH_MAX_ROUNDS` bounds a model that keeps
+calling a failing tool.
 """
 
 from __future__ import annotations

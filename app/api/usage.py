@@ -1,14 +1,18 @@
 """Usage and cost: `/api/usage` for the signed-in user (a key may read it too) and
 `/api/admin/usage` across users, for admins. The ranges are UTC days, `to` included, at most
-366 days; the figures come from `app.users.usage`."""
+366 days; the figures come from `app.users.usage`. A day is written `YYYY-MM-DD` and nothing
+else: pydantic alone would also read a number as a Unix time (`?to=-7e-261` as 1970-01-01),
+which the schema's `format: date` does not allow."""
 
 from __future__ import annotations
 
+import re
 import uuid
 from datetime import date, timedelta
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query, Response
+from pydantic import BeforeValidator
 
 from app.api.admin import AdminAuth
 from app.api.deps import Auth, Connection, ServicesDep
@@ -23,11 +27,21 @@ router = APIRouter(tags=["usage"])
 MAX_DAYS = 366
 DEFAULT_DAYS = 30
 
+ISO_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def _iso_day(value: object) -> object:
+    if isinstance(value, str) and not ISO_DAY.fullmatch(value):
+        raise ValueError("a day is written YYYY-MM-DD")
+    return value
+
+
+Day = Annotated[date, BeforeValidator(_iso_day)]
 FromQuery = Annotated[
-    date | None, Query(alias="from", description="First UTC day (YYYY-MM-DD); default 29 days ago")
+    Day | None, Query(alias="from", description="First UTC day (YYYY-MM-DD); default 29 days ago")
 ]
 ToQuery = Annotated[
-    date | None, Query(alias="to", description="Last UTC day, included; default today")
+    Day | None, Query(alias="to", description="Last UTC day, included; default today")
 ]
 
 

@@ -11,15 +11,15 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from sqlalchemy import bindparam, delete, select
+from sqlalchemy import delete, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.models import ActivatedTool
-from app.models.paths import active_path, on_path
+from app.models.paths import BOUND_PATH, active_path, on_path
 
 _ANCHORS = (
     select(ActivatedTool.message_id, ActivatedTool.ref)
-    .where(ActivatedTool.message_id.in_(on_path(active_path(bindparam("chat_id")))))
+    .where(ActivatedTool.message_id.in_(on_path(BOUND_PATH)))
     .order_by(ActivatedTool.id)
 )
 """Built once: every turn reads it (`app.chats.repository` says why)."""

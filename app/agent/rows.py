@@ -19,7 +19,7 @@ from sqlalchemy import bindparam, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.models import ChatLlmTool, Message, Upload
-from app.models.paths import active_path, on_path
+from app.models.paths import BOUND_PATH, on_path
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +63,7 @@ class StoredMessage:
     None where no usage was recorded (user messages, rounds that did not finish)."""
 
 
-_PATH = active_path(bindparam("chat_id"))
+_PATH = BOUND_PATH
 _MESSAGES = (
     select(
         Message.id,

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pydantic_ai import Agent
-from sqlalchemy import bindparam, select
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.agent.capabilities.request_log import describe_error
@@ -48,7 +48,7 @@ from app.llm.factory import model_settings
 from app.llm.registry import ModelInfo
 from app.llm.usage import count as count_usage
 from app.models import ChatSummary, LlmRequest
-from app.models.paths import active_path, on_path
+from app.models.paths import BOUND_PATH, on_path
 from app.observability.metrics import report_model_request
 from app.settings import Settings
 
@@ -89,7 +89,7 @@ def summary_block(summary: StoredSummary) -> str:
 
 _LATEST = (
     select(ChatSummary.id, ChatSummary.covers_up_to_message_id, ChatSummary.content)
-    .where(ChatSummary.covers_up_to_message_id.in_(on_path(active_path(bindparam("chat_id")))))
+    .where(ChatSummary.covers_up_to_message_id.in_(on_path(BOUND_PATH)))
     .order_by(ChatSummary.covers_up_to_message_id.desc(), ChatSummary.id.desc())
     .limit(1)
 )

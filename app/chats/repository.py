@@ -25,7 +25,7 @@ from app.chats import views
 from app.core.db.engine import rows_changed
 from app.knowledge import evidence
 from app.models import Chat, ChatLlmTool, ChatSummary, Message, Upload
-from app.models.paths import active_path, on_path
+from app.models.paths import BOUND_PATH, on_path
 
 _CHAT_DETAIL = select(
     Chat.id,
@@ -37,7 +37,7 @@ _CHAT_DETAIL = select(
     Chat.turn_lease_until,
     Chat.active_leaf_id,
 ).where(Chat.id == bindparam("chat_id"), Chat.user_id == bindparam("user_id"))
-_PATH = active_path(bindparam("chat_id"))
+_PATH = BOUND_PATH
 _MESSAGES = (
     select(*(getattr(Message, name) for name in views.MESSAGE_COLUMNS))
     .join(_PATH, Message.id == _PATH.c.id)

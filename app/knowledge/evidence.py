@@ -33,7 +33,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession, async_sessionm
 
 from app.core.db.retry import insert_once
 from app.models import ChatEvidence, ChatLlmTool, KnowledgeChunk, Message, Upload
-from app.models.paths import active_path, on_path
+from app.models.paths import BOUND_PATH, active_path, on_path
 
 EVIDENCE_KEY = "hearth_evidence"
 """ToolReturn metadata: `{"retrieved": [row ids]}`, `{"cited": [row ids]}` or
@@ -167,7 +167,7 @@ _ROWS = (
 
 _PATH_ROWS = _ROWS.where(
     ChatEvidence.chat_id == bindparam("chat_id"),
-    ChatEvidence.epoch.in_(on_path(active_path(bindparam("chat_id")))),
+    ChatEvidence.epoch.in_(on_path(BOUND_PATH)),
 )
 _ROWS_BEFORE = _PATH_ROWS.where(ChatEvidence.question_id < bindparam("question"))
 _ROWS_OF = _PATH_ROWS.where(ChatEvidence.question_id == bindparam("question"))

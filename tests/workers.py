@@ -38,6 +38,14 @@ class Worker:
             return ""
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
 
+    def log_lines(self, *levels: str) -> str:
+        """The lines of its JSON log at one of `levels`, whole (a failure's evidence)."""
+        if self.log is None or not self.log.exists():
+            return ""
+        wanted = tuple(f'"level":"{level.lower()}"' for level in levels)
+        lines = self.log.read_text(errors="replace").splitlines()
+        return "\n".join(line for line in lines if any(w in line for w in wanted))
+
     async def kill(self) -> None:
         """SIGKILL, as an out-of-memory killer or a crashed host would end it."""
         if self.process.returncode is None:

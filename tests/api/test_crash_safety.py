@@ -141,6 +141,15 @@ def open_rows(chat: dict[str, Any]) -> list[str]:
     return found + (["the chat says a turn runs"] if chat["running"] else [])
 
 
+def outline(chat: dict[str, Any]) -> str:
+    """A chat's rounds and calls a line each, for a failure to show how they ended."""
+    return "\n".join(
+        f"{m['id']} {m['role']} {m['status']} {m['error']!r} "
+        + ", ".join(f"{c['name']} {c['status']} {c['result']!r:.80}" for c in m["tool_calls"])
+        for m in chat["messages"]
+    )
+
+
 async def test_a_killed_workers_turns_are_settled_keeping_what_their_clients_saw(
     user: Client,
     fakes: dict[str, FakeProviderServer],
@@ -249,14 +258,15 @@ async def test_a_killed_workers_turns_are_settled_keeping_what_their_clients_saw
 
     for chat_id, received in tool_chats.items():
         chat = chats[chat_id]
+        told = f"{outline(chat)}\nthe killed worker said:\n{victim.log_lines('WARNING', 'ERROR')}"
         [asked, activation, waiting] = chat["messages"]
         assert asked["role"] == "user"
-        assert activation["status"] == "ok"
-        assert activation["tool_calls"][0]["status"] == "done"
+        assert activation["status"] == "ok", told
+        assert activation["tool_calls"][0]["status"] == "done", told
         assert waiting["content"] == "Let me wait." == received.text(waiting["id"])
-        assert waiting["status"] == "incomplete" and waiting["error"] == INTERRUPTED_ROUND
+        assert waiting["status"] == "incomplete" and waiting["error"] == INTERRUPTED_ROUND, told
         [call] = waiting["tool_calls"]
-        assert call["status"] == "cancelled" and call["result"] == INTERRUPTED_CALL
+        assert call["status"] == "cancelled" and call["result"] == INTERRUPTED_CALL, told
 
     for chat_id, received in survivors.items():
         chat = await wait_until_idle(user, chat_id)

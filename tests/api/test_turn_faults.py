@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import threading
 from datetime import timedelta
 from typing import Any
 from uuid import UUID
@@ -21,10 +22,11 @@ from sqlalchemy import select
 from app.agent import leases
 from app.agent import turn as turns_module
 from app.agent.capabilities import recorder as recorder_module
-from app.agent.leases import INTERRUPTED_ROUND
+from app.agent.leases import INTERRUPTED_CALL, INTERRUPTED_ROUND
 from app.files.roots import user_root
 from app.models import Chat
 from app.services import Services
+from app.tools import files as files_module
 from app.tools.writing import MAX_WRITE_BYTES
 from tests.clock import ShiftedClock
 from tests.fakes.providers import FakeProviderServer, Reply, ToolCall
@@ -479,3 +481,60 @@ async def test_a_turn_that_stalled_past_its_lease_ends_as_interrupted_not_as_sto
     fake.script(Reply(text="Here again."))
     await send(user, chat_id, "Go on")  # the chat is free
     assert (await wait_until_idle(user, chat_id))["messages"][-1]["content"] == "Here again."
+
+
+async def test_a_turn_swept_between_its_round_and_its_call_ends_interrupted(
+    user: Client,
+    fakes: dict[str, FakeProviderServer],
+    services: Services,
+    clock: ShiftedClock,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The sweep of another worker came after the round was stored `ok` and before its call
+    was: it had nothing to settle, yet it took the chat. The turn learns it at its next renewal,
+    inside the call, and ends the way the sweep would have ended it after the call began."""
+    fake = fakes["openai"]
+    fake.script(
+        Reply(text="Let me look.", tool_calls=[ToolCall("list_files", {"path": "."})]),
+        Reply(text="Found them."),
+    )
+    release = threading.Event()
+    listing = files_module._list
+
+    def held(*args: Any) -> str:
+        release.wait(30)
+        return listing(*args)
+
+    monkeypatch.setattr(files_module, "_list", held)
+    started = recorder_module.Recorder._tool_started
+    swept: list[UUID] = []
+
+    async def swept_first(self: recorder_module.Recorder, ctx: Any, event: Any) -> None:
+        async with services.sessions() as db:
+            swept.extend(await leases.sweep(db, clock.now() + timedelta(minutes=5), live=set()))
+            await db.commit()
+        await started(self, ctx, event)
+
+    monkeypatch.setattr(recorder_module.Recorder, "_tool_started", swept_first)
+    chat_id = await new_chat(user)
+    running = asyncio.create_task(send(user, chat_id, "Files?"))
+
+    async def in_the_call() -> bool:
+        chat = (await user.get(f"/api/chats/{chat_id}")).json()
+        return any(c["status"] == "running" for c in calls_of(chat).values())
+
+    try:
+        await wait_until(in_the_call, failure="the call never started")
+        assert swept == [UUID(chat_id)]
+        services.settings = services.settings.model_copy(update={"turn_lease_seconds": 1})
+        response = await asyncio.wait_for(running, 10)  # its next renewal stops it
+    finally:
+        release.set()
+    assert [c["type"] for c in parse_stream(response.text)][-2:] == ["data-usage", "[DONE]"]
+    chat = await wait_until_idle(user, chat_id)
+    assert_settled(chat)
+    [_, answer] = chat["messages"]
+    assert answer["content"] == "Let me look."
+    assert answer["status"] == "incomplete" and answer["error"] == INTERRUPTED_ROUND
+    [call] = answer["tool_calls"]
+    assert call["status"] == "cancelled" and call["result"] == INTERRUPTED_CALL

@@ -15,16 +15,19 @@ from sqlalchemy import delete, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.models import ActivatedTool
-from app.models.paths import active_path, on_path
+from app.models.paths import BOUND_PATH, active_path, on_path
+
+_ANCHORS = (
+    select(ActivatedTool.message_id, ActivatedTool.ref)
+    .where(ActivatedTool.message_id.in_(on_path(BOUND_PATH)))
+    .order_by(ActivatedTool.id)
+)
+"""Built once: every turn reads it (`app.chats.repository` says why)."""
 
 
 async def load_anchors(db: AsyncSession, chat_id: uuid.UUID) -> dict[int, list[str]]:
     """The path's activated groups by the assistant message that activated them."""
-    rows = await db.execute(
-        select(ActivatedTool.message_id, ActivatedTool.ref)
-        .where(ActivatedTool.message_id.in_(on_path(active_path(chat_id))))
-        .order_by(ActivatedTool.id)
-    )
+    rows = await db.execute(_ANCHORS, {"chat_id": chat_id})
     anchors: dict[int, list[str]] = {}
     for message_id, ref in rows:
         anchors.setdefault(message_id, []).append(ref)

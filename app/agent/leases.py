@@ -15,16 +15,48 @@ import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import case, exists, func, or_, select, update
+from sqlalchemy import bindparam, case, exists, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql.elements import ColumnElement
 
 from app.core.db.engine import rows_changed
+from app.core.db.types import UTCDateTime
 from app.models import Chat, ChatLlmTool, Message
 
 
-def free(now: datetime) -> ColumnElement[bool]:
+def free(now: datetime | ColumnElement[datetime]) -> ColumnElement[bool]:
     return or_(Chat.turn_lease_until.is_(None), Chat.turn_lease_until < now)
+
+
+_ACQUIRE = (
+    update(Chat)
+    .where(
+        Chat.id == bindparam("chat_id"),
+        Chat.user_id == bindparam("of_user"),
+        free(bindparam("now", type_=UTCDateTime)),
+    )
+    .values(
+        turn_owner=bindparam("owner"),
+        turn_lease_until=bindparam("lease_until"),
+        turn_stop_requested=False,
+    )
+    .execution_options(synchronize_session=False)
+)
+_ACQUIRE_FOR_MESSAGE = _ACQUIRE.where(
+    ~exists().where(ChatLlmTool.chat_id == bindparam("chat_id"), ChatLlmTool.status == "pending")
+).values(updated_at=bindparam("now"), title=func.coalesce(Chat.title, bindparam("new_title")))
+_RELEASE = (
+    update(Chat)
+    .where(Chat.id == bindparam("chat_id"), Chat.turn_owner == bindparam("owner"))
+    .values(
+        turn_owner=None,
+        turn_lease_until=None,
+        turn_stop_requested=False,
+        updated_at=bindparam("now"),
+    )
+)
+"""Built once, as every statement a turn runs on its way (`app.chats.repository` says why).
+An UPDATE's parameters are named apart from its table's columns, which SQLAlchemy reserves."""
 
 
 async def acquire(
@@ -44,18 +76,17 @@ async def acquire(
     that no tool call waits for the user's approval, marks the chat updated and gives it
     `title` if it has none: sending a message checks and writes the chat row in one UPDATE.
     """
-    statement = (
-        update(Chat)
-        .where(Chat.id == chat_id, Chat.user_id == user_id, free(now))
-        .values(turn_owner=owner, turn_lease_until=now + lease, turn_stop_requested=False)
-        .execution_options(synchronize_session=False)
-    )
+    values = {
+        "chat_id": chat_id,
+        "of_user": user_id,
+        "now": now,
+        "owner": owner,
+        "lease_until": now + lease,
+    }
     if for_message:
-        pending = exists().where(ChatLlmTool.chat_id == chat_id, ChatLlmTool.status == "pending")
-        statement = statement.where(~pending).values(
-            updated_at=now, title=func.coalesce(Chat.title, title)
-        )
-    return bool(await rows_changed(db, statement))
+        values["new_title"] = title
+    statement = _ACQUIRE_FOR_MESSAGE if for_message else _ACQUIRE
+    return bool(await rows_changed(db, statement, values))
 
 
 INTERRUPTED_ROUND = "This answer was cut off: the hearth worker writing it stopped before the end."
@@ -193,11 +224,7 @@ async def renew(db: AsyncSession, owners: list[str], now: datetime, lease: timed
 
 
 async def release(db: AsyncSession, chat_id: uuid.UUID, owner: str, now: datetime) -> None:
-    await db.execute(
-        update(Chat)
-        .where(Chat.id == chat_id, Chat.turn_owner == owner)
-        .values(turn_owner=None, turn_lease_until=None, turn_stop_requested=False, updated_at=now)
-    )
+    await db.execute(_RELEASE, {"chat_id": chat_id, "owner": owner, "now": now})
 
 
 async def request_stop(

@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.models import ChatLlmTool, Message, Upload
-from app.models.paths import active_path, on_path
+from app.models.paths import BOUND_PATH, on_path
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,45 +63,50 @@ class StoredMessage:
     None where no usage was recorded (user messages, rounds that did not finish)."""
 
 
+_PATH = BOUND_PATH
+_MESSAGES = (
+    select(
+        Message.id,
+        Message.role,
+        Message.content,
+        Message.reasoning,
+        Message.status,
+        Message.model,
+        Message.provider_details,
+        Message.meta,
+        Message.created_at,
+        Message.input_tokens,
+        Message.cache_read_tokens,
+        Message.cache_write_tokens,
+    )
+    .join(_PATH, Message.id == _PATH.c.id)
+    .order_by(Message.id)
+)
+_CALLS = (
+    select(
+        ChatLlmTool.id,
+        ChatLlmTool.message_id,
+        ChatLlmTool.tool_call_id,
+        ChatLlmTool.name,
+        ChatLlmTool.arguments,
+        ChatLlmTool.status,
+        ChatLlmTool.result,
+        ChatLlmTool.media,
+    )
+    .where(ChatLlmTool.message_id.in_(on_path(_PATH)))
+    .order_by(ChatLlmTool.id)
+)
+_UPLOADS = select(Upload.id, Upload.stored_path, Upload.mime, Upload.size).where(
+    Upload.id.in_(bindparam("ids", expanding=True))
+)
+"""Built once: every turn reads them (`app.chats.repository` says why)."""
+
+
 async def load_rows(db: AsyncSession, chat_id: uuid.UUID) -> list[StoredMessage]:
     """The messages of the chat's active path, root first, each with its tool calls."""
-    path = active_path(chat_id)
-    messages = (
-        await db.execute(
-            select(
-                Message.id,
-                Message.role,
-                Message.content,
-                Message.reasoning,
-                Message.status,
-                Message.model,
-                Message.provider_details,
-                Message.meta,
-                Message.created_at,
-                Message.input_tokens,
-                Message.cache_read_tokens,
-                Message.cache_write_tokens,
-            )
-            .join(path, Message.id == path.c.id)
-            .order_by(Message.id)
-        )
-    ).all()
-    calls = (
-        await db.execute(
-            select(
-                ChatLlmTool.id,
-                ChatLlmTool.message_id,
-                ChatLlmTool.tool_call_id,
-                ChatLlmTool.name,
-                ChatLlmTool.arguments,
-                ChatLlmTool.status,
-                ChatLlmTool.result,
-                ChatLlmTool.media,
-            )
-            .where(ChatLlmTool.message_id.in_(on_path(path)))
-            .order_by(ChatLlmTool.id)
-        )
-    ).all()
+    keys = {"chat_id": chat_id}
+    messages = (await db.execute(_MESSAGES, keys)).all()
+    calls = (await db.execute(_CALLS, keys)).all()
     by_message: dict[int, list[StoredToolCall]] = defaultdict(list)
     for call in calls:
         by_message[call.message_id].append(
@@ -161,7 +166,5 @@ async def _attachments(
     ids = {uuid.UUID(i) for meta in metas for i in attachment_ids(meta)}
     if not ids:
         return {}
-    rows = await db.execute(
-        select(Upload.id, Upload.stored_path, Upload.mime, Upload.size).where(Upload.id.in_(ids))
-    )
+    rows = await db.execute(_UPLOADS, {"ids": list(ids)})
     return {str(i): StoredMedium(path, mime, size) for i, path, mime, size in rows}

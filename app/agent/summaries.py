@@ -48,7 +48,7 @@ from app.llm.factory import model_settings
 from app.llm.registry import ModelInfo
 from app.llm.usage import count as count_usage
 from app.models import ChatSummary, LlmRequest
-from app.models.paths import active_path, on_path
+from app.models.paths import BOUND_PATH, on_path
 from app.observability.metrics import report_model_request
 from app.settings import Settings
 
@@ -87,16 +87,18 @@ def summary_block(summary: StoredSummary) -> str:
     return f"{SUMMARY_PREFIX} (what came before the messages that follow):\n\n{summary.content}"
 
 
+_LATEST = (
+    select(ChatSummary.id, ChatSummary.covers_up_to_message_id, ChatSummary.content)
+    .where(ChatSummary.covers_up_to_message_id.in_(on_path(BOUND_PATH)))
+    .order_by(ChatSummary.covers_up_to_message_id.desc(), ChatSummary.id.desc())
+    .limit(1)
+)
+"""Built once: every turn reads it (`app.chats.repository` says why)."""
+
+
 async def latest_summary(db: AsyncSession, chat_id: uuid.UUID) -> StoredSummary | None:
     """The summary in force on the chat's active path, if any."""
-    row = (
-        await db.execute(
-            select(ChatSummary.id, ChatSummary.covers_up_to_message_id, ChatSummary.content)
-            .where(ChatSummary.covers_up_to_message_id.in_(on_path(active_path(chat_id))))
-            .order_by(ChatSummary.covers_up_to_message_id.desc(), ChatSummary.id.desc())
-            .limit(1)
-        )
-    ).first()
+    row = (await db.execute(_LATEST, {"chat_id": chat_id})).first()
     return StoredSummary(*row) if row else None
 
 

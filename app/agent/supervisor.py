@@ -120,18 +120,23 @@ class TurnSupervisor:
             self._turns.pop(turn.plan.owner, None)
             try:
                 if turn.end_stored:  # else the lease lapses, and a sweep settles the chat
-                    await asyncio.shield(self._release(turn.plan))
+                    await asyncio.shield(self._release(turn))
             except Exception:
-                log.exception("releasing the chat %s failed", turn.plan.chat_id)
+                log.exception("closing the turn in chat %s failed", turn.plan.chat_id)
             finally:
                 turn.end_stream()
                 self.live.close(turn.log)
 
-    async def _release(self, plan: TurnPlan) -> None:
+    async def _release(self, turn: Turn) -> None:
+        """Close what the turn left open and let go of its chat, in one transaction: if it
+        fails, the lease lapses and a sweep settles the chat (`app.agent.leases.sweep`)."""
+        plan = turn.plan
+
         async def release(db: AsyncSession) -> None:
+            await turn.close_leftovers(db)
             await leases.release(db, plan.chat_id, plan.owner, self.services.clock.now())
 
-        await transaction(self.services.sessions, release, what="releasing a chat")
+        await transaction(self.services.sessions, release, what="closing a turn")
 
     @contextlib.asynccontextmanager
     async def holding(self, owner: str) -> AsyncIterator[None]:

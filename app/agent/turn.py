@@ -18,11 +18,12 @@ running (the call waits for the answer, holding the lease), and the request that
 continues the same stream (`answer_elicitation`), starting with `start` of the same message
 (`app.agent.asks`).
 
-However a turn ends, it leaves nothing open (`Recorder.close_leftovers`), and what a user sees
-of a failure of hearth's own is a generic message with the request id
-(`app.agent.stream.user_facing_error`); the log line keeps the full text, the chat and the
-request id. A tool's errors are the model's to correct, not the turn's end: a tool may fail any
-number of times, so only `HEARTH_MAX_ROUNDS` bounds a model that keeps calling a failing tool.
+However a turn ends, it leaves nothing open (`Recorder.close_leftovers`, in the transaction
+that releases the chat), and what a user sees of a failure of hearth's own is a generic message
+with the request id (`app.agent.stream.user_facing_error`); the log line keeps the full text,
+the chat and the request id. A tool's errors are the model's to correct, not the turn's end: a
+tool may fail any number of times, so only `HEARTH_MAX_ROUNDS` bounds a model that keeps
+calling a failing tool.
 """
 
 from __future__ import annotations
@@ -191,6 +192,8 @@ class Turn:
         self.end_stored = True
         """False when the turn could not store how it ended: its chat is then left to lapse,
         and a sweep settles it (`app.agent.leases.sweep`)."""
+        self.ended: str | None = None
+        """What the stored chat says about how the turn ended, if it failed."""
         self.outcome = "ok"
         """How it ended, for the metrics: ok, stopped, failed, incomplete or interrupted (the
         service stopped under it)."""
@@ -316,7 +319,6 @@ class Turn:
         )
         self._encode = stream
         ended: str | None = None
-        """What the stored chat says about how the turn ended, if it failed."""
         try:
             history = await self._history_for(stream)
             await self._stream(history, recorder, stream)
@@ -340,7 +342,7 @@ class Turn:
                 self._emit(stream.encode_event(chunk))
         finally:
             asking.cancel_all()
-            await asyncio.shield(self._close_leftovers(recorder, ended, context))
+            self.ended = ended
 
     async def _history_for(self, stream: TurnEventStream) -> _History:
         """The history, after a summary first when the last request neared the context window."""
@@ -470,14 +472,11 @@ class Turn:
             self.end_stored = False
             log.exception("closing the turn in chat %s failed", self.plan.chat_id)
 
-    async def _close_leftovers(
-        self, recorder: Recorder, ended: str | None, context: dict[str, Any]
-    ) -> None:
-        try:
-            await recorder.close_leftovers(ended)
-        except Exception:
-            self.end_stored = False
-            log.exception("closing the turn in chat %s failed", self.plan.chat_id, extra=context)
+    async def close_leftovers(self, db: AsyncSession) -> None:
+        """Fail what the turn left open (`Recorder.close_leftovers`), in the transaction that
+        releases its chat."""
+        if self.recorder is not None:
+            await self.recorder.close_leftovers(db, self.ended)
 
     async def _citations(self, recorder: Recorder) -> tuple[int, list[EvidenceRow]] | None:
         """The question's cited passages and its latest message, once a round of it is stored."""

@@ -5,6 +5,11 @@ can't leak another user's chat by forgetting a check. Reads for the API select p
 rather than ORM entities: a chat of hundreds of messages is a handful of queries and no
 identity-map work. A chat is read along its active path (`app.models.paths`): the same fixed
 number of statements for a chat of any length and any number of branches.
+
+The statements a request or a turn runs every time are built once, at import, with bound
+parameters, here and in the turn's modules: building a statement with its path CTE and deriving
+its cache key cost more CPU than running it (an activations read: 1.23 ms an execution built
+each time against 0.54 ms built once on SQLite, 0.90 against 0.25 ms on PostgreSQL).
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from app.chats import views
 from app.core.db.engine import rows_changed
 from app.knowledge import evidence
 from app.models import Chat, ChatLlmTool, ChatSummary, Message, Upload
-from app.models.paths import active_path, on_path
+from app.models.paths import BOUND_PATH, on_path
 
 _CHAT_DETAIL = select(
     Chat.id,
@@ -32,7 +37,7 @@ _CHAT_DETAIL = select(
     Chat.turn_lease_until,
     Chat.active_leaf_id,
 ).where(Chat.id == bindparam("chat_id"), Chat.user_id == bindparam("user_id"))
-_PATH = active_path(bindparam("chat_id"))
+_PATH = BOUND_PATH
 _MESSAGES = (
     select(*(getattr(Message, name) for name in views.MESSAGE_COLUMNS))
     .join(_PATH, Message.id == _PATH.c.id)
@@ -65,11 +70,12 @@ _SUMMARIES = (
     .where(ChatSummary.covers_up_to_message_id.in_(on_path(_PATH)))
     .order_by(ChatSummary.id)
 )
-"""Built once: the chat route runs them on every request, so they are compiled once too."""
+_CHAT = select(Chat).where(Chat.id == bindparam("chat_id"), Chat.user_id == bindparam("user_id"))
+"""Built once: the chat route and every turn run them (see above)."""
 
 
 async def get_chat(db: AsyncSession, user_id: uuid.UUID, chat_id: uuid.UUID) -> Chat | None:
-    return await db.scalar(select(Chat).where(Chat.id == chat_id, Chat.user_id == user_id))
+    return await db.scalar(_CHAT, {"chat_id": chat_id, "user_id": user_id})
 
 
 async def list_chats(

@@ -28,12 +28,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import bindparam, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession, async_sessionmaker
 
 from app.core.db.retry import insert_once
 from app.models import ChatEvidence, ChatLlmTool, KnowledgeChunk, Message, Upload
-from app.models.paths import active_path, on_path
+from app.models.paths import BOUND_PATH, active_path, on_path
 
 EVIDENCE_KEY = "hearth_evidence"
 """ToolReturn metadata: `{"retrieved": [row ids]}`, `{"cited": [row ids]}` or
@@ -165,6 +165,15 @@ _ROWS = (
 )
 
 
+_PATH_ROWS = _ROWS.where(
+    ChatEvidence.chat_id == bindparam("chat_id"),
+    ChatEvidence.epoch.in_(on_path(BOUND_PATH)),
+)
+_ROWS_BEFORE = _PATH_ROWS.where(ChatEvidence.question_id < bindparam("question"))
+_ROWS_OF = _PATH_ROWS.where(ChatEvidence.question_id == bindparam("question"))
+"""Built once: every turn reads them (`app.chats.repository` says why)."""
+
+
 async def load_rows(
     db: AsyncSession | AsyncConnection,
     chat_id: uuid.UUID,
@@ -173,16 +182,17 @@ async def load_rows(
     question: int | None = None,
 ) -> list[EvidenceRow]:
     """The active path's evidence rows: all, those of one question, or of the questions before
-    one."""
-    query = _ROWS.where(
-        ChatEvidence.chat_id == chat_id, ChatEvidence.epoch.in_(on_path(active_path(chat_id)))
-    )
+    one (not both)."""
+    if before_question is not None and question is not None:
+        raise ValueError("rows of one question, or of the questions before one, not both")
+    keys: dict[str, Any] = {"chat_id": chat_id}
+    query = _PATH_ROWS
     if before_question is not None:
-        query = query.where(ChatEvidence.question_id < before_question)
-    if question is not None:
-        query = query.where(ChatEvidence.question_id == question)
+        query, keys["question"] = _ROWS_BEFORE, before_question
+    elif question is not None:
+        query, keys["question"] = _ROWS_OF, question
     # The selected columns are labelled as the fields are named.
-    return [EvidenceRow(**row._asdict()) for row in (await db.execute(query)).all()]
+    return [EvidenceRow(**row._asdict()) for row in (await db.execute(query, keys)).all()]
 
 
 def by_question(rows: Iterable[EvidenceRow]) -> dict[int, list[EvidenceRow]]:

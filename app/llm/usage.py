@@ -13,10 +13,12 @@ uncached part is priced at the input price, cache reads and writes at theirs.
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date
+from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.dialects import postgresql, sqlite
@@ -29,27 +31,39 @@ from app.models import LlmRequest, UsageDaily
 TOKEN_COLUMNS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
 
 
+@functools.cache
+def _add_to_day(dialect: str) -> Any:
+    """The upsert that adds one request to its user's day, built once per database kind: its
+    values are bound when it runs (`app.chats.repository` says why)."""
+    make_insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    statement = make_insert(UsageDaily)
+    table = UsageDaily.__table__.c
+    return statement.on_conflict_do_update(
+        index_elements=["user_id", "model", "day"],
+        set_={
+            "requests": table.requests + 1,
+            **{name: table[name] + statement.excluded[name] for name in TOKEN_COLUMNS},
+        },
+    )
+
+
 async def count(db: AsyncSession, rows: Sequence[Base]) -> None:
     """Add the request rows among `rows` to their user's totals for the UTC day they started
     on (other rows inserted with them are left alone)."""
-    dialect = db.get_bind().dialect.name
-    make_insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    statement = _add_to_day(db.get_bind().dialect.name)
     for row in rows:
         if not isinstance(row, LlmRequest) or row.user_id is None:
             continue
         values = {name: getattr(row, name) or 0 for name in TOKEN_COLUMNS}
-        statement = make_insert(UsageDaily).values(
-            user_id=row.user_id, day=row.started_at.date(), model=row.model, requests=1, **values
-        )
-        table = UsageDaily.__table__.c
         await db.execute(
-            statement.on_conflict_do_update(
-                index_elements=["user_id", "model", "day"],
-                set_={
-                    "requests": table.requests + 1,
-                    **{name: table[name] + statement.excluded[name] for name in TOKEN_COLUMNS},
-                },
-            )
+            statement,
+            {
+                "user_id": row.user_id,
+                "day": row.started_at.date(),
+                "model": row.model,
+                "requests": 1,
+                **values,
+            },
         )
 
 

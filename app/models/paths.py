@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import uuid
 
-from sqlalchemy import CTE, ColumnElement, Select, func, literal, select
+from sqlalchemy import CTE, ColumnElement, Select, bindparam, func, literal, select
 
 from app.core.db.types import BigId
 from app.models.chats import Chat, Message
@@ -44,6 +44,11 @@ def active_path(chat_id: ChatKey) -> CTE:
     """The ids on the chat's active path (none while the chat is empty)."""
     leaf = select(Chat.active_leaf_id).where(Chat.id == chat_id).scalar_subquery()
     return path_to(leaf, chat_id)
+
+
+BOUND_PATH = active_path(bindparam("chat_id"))
+"""The active path of the chat bound as `chat_id`, for the statements built once at import
+(`app.chats.repository` says why): one CTE, shared by every statement that reads a path."""
 
 
 def on_path(path: CTE) -> Select[tuple[int]]:

@@ -24,7 +24,7 @@ from app.agent import turn as turns_module
 from app.agent.capabilities import recorder as recorder_module
 from app.agent.leases import INTERRUPTED_CALL, INTERRUPTED_ROUND
 from app.files.roots import user_root
-from app.models import Chat
+from app.models import Chat, ChatLlmTool
 from app.services import Services
 from app.tools import files as files_module
 from app.tools.writing import MAX_WRITE_BYTES
@@ -481,6 +481,78 @@ async def test_a_turn_that_stalled_past_its_lease_ends_as_interrupted_not_as_sto
     fake.script(Reply(text="Here again."))
     await send(user, chat_id, "Go on")  # the chat is free
     assert (await wait_until_idle(user, chat_id))["messages"][-1]["content"] == "Here again."
+
+
+async def _leftover_call(services: Services, chat_id: str, clock: ShiftedClock) -> int:
+    """A call of the chat's open round left `running`, as a turn cut short would leave it."""
+    async with services.sessions() as db:
+        chat = await db.get(Chat, UUID(chat_id))
+        assert chat is not None and chat.active_leaf_id is not None
+        row = ChatLlmTool(
+            chat_id=chat.id,
+            message_id=chat.active_leaf_id,
+            tool_call_id="call_left",
+            name="list_files",
+            arguments={},
+            status="running",
+            created_at=clock.now(),
+            updated_at=clock.now(),
+        )
+        db.add(row)
+        await db.commit()
+        return row.id
+
+
+async def _call_and_owner(services: Services, chat_id: str, row_id: int) -> tuple[Any, ...]:
+    async with services.sessions() as db:
+        call = await db.get(ChatLlmTool, row_id)
+        chat = await db.get(Chat, UUID(chat_id))
+        assert call is not None and chat is not None
+        return call.status, call.result, chat.turn_owner
+
+
+@pytest.mark.parametrize("release_fails", [False, True], ids=["released", "release fails"])
+async def test_what_a_turn_left_open_is_closed_with_its_release_or_not_at_all(
+    release_fails: bool,
+    user: Client,
+    fakes: dict[str, FakeProviderServer],
+    services: Services,
+    clock: ShiftedClock,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Failing the turn's leftovers and releasing its chat are one transaction: when the release
+    fails, the leftovers stay as they were for the sweep, which settles both once the lease
+    lapses; a chat never shows calls failed by a turn that still holds it."""
+    if release_fails:
+
+        async def broken_release(*args: Any, **kwargs: Any) -> None:
+            raise RuntimeError("the release failed")
+
+        monkeypatch.setattr(leases, "release", broken_release)
+    fake = fakes["openai"]
+    writing = asyncio.Event()
+    fake.script(Reply(text="Done.", hold=writing))
+    chat_id = await new_chat(user)
+    running = asyncio.create_task(send(user, chat_id, "Go"))
+    try:
+        await fake.wait_for_request(0)
+        row_id = await _leftover_call(services, chat_id, clock)
+    finally:
+        writing.set()
+    response = await asyncio.wait_for(running, 10)
+    assert parse_stream(response.text)[-1]["type"] == "[DONE]"
+    status, result, owner = await _call_and_owner(services, chat_id, row_id)
+    if not release_fails:
+        assert (status, result, owner) == ("failed", recorder_module.UNFINISHED_CALL, None)
+        return
+    assert (status, owner is not None) == ("running", True)  # rolled back with the release
+    monkeypatch.undo()
+    async with services.sessions() as db:  # the lease lapses; a sweep settles the chat
+        settled = await leases.sweep(db, clock.now() + timedelta(minutes=5), live=set())
+        await db.commit()
+    assert settled == [UUID(chat_id)]
+    status, result, owner = await _call_and_owner(services, chat_id, row_id)
+    assert (status, result, owner) == ("cancelled", leases.INTERRUPTED_CALL, None)
 
 
 async def test_a_turn_swept_between_its_round_and_its_call_ends_interrupted(

@@ -22,7 +22,8 @@ A pydantic-ai capability, so it sees every round whichever way the run is driven
 
 When a turn ends abnormally the turn runner calls `abort`, which closes whatever is open, and
 whatever way it ends `close_leftovers` fails any call of the chat still `running`: no row outlives
-its turn in a state that says it is still going.
+its turn in a state that says it is still going. The statements every turn runs are built once
+(`app.chats.repository` says why).
 Every write is its own short transaction: what happened is stored as soon as it happened. A write
 whose connection drops is made again on a fresh one (`app.core.db.retry`), inserts exactly once;
 one that still fails ends the turn as hearth's own fault, which its client is told.
@@ -76,7 +77,7 @@ from pydantic_ai.messages import (
     ToolReturnPart,
 )
 from pydantic_ai.tools import ToolDefinition
-from sqlalchemy import Executable, Update, select, update
+from sqlalchemy import Executable, Update, bindparam, select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.agent import leases
@@ -128,6 +129,61 @@ class _Round:
     reasoning: list[str] = field(default_factory=list)
     streamed: bool = False
     """Whether any output arrived, which tells a stream cut off mid-way from a failed request."""
+
+
+_CLOSE_ROUND = (
+    update(Message)
+    .where(Message.id == bindparam("round_id"), Message.status == "streaming")
+    .values(
+        status="ok",
+        **{
+            name: bindparam(f"new_{name}")
+            for name in (
+                "content",
+                "reasoning",
+                "model",
+                "provider_details",
+                "input_tokens",
+                "output_tokens",
+                "cache_read_tokens",
+                "cache_write_tokens",
+            )
+        },
+    )
+    .execution_options(synchronize_session=False)
+)
+"""A round ends `ok` with what its response held; one some other worker settled (this one lost
+its lease) is not made `ok` again."""
+_MAKE_LEAF = (
+    update(Chat)
+    .where(Chat.id == bindparam("chat_id"))
+    .values(active_leaf_id=bindparam("leaf"))
+    .execution_options(synchronize_session=False)
+)
+_FINISH_CALL = (
+    update(ChatLlmTool)
+    .where(ChatLlmTool.id == bindparam("row_id"))
+    .values(
+        status=bindparam("new_status"),
+        result=bindparam("new_result"),
+        result_type=bindparam("new_result_type"),
+        media=bindparam("new_media"),
+        updated_at=bindparam("now"),
+    )
+    .execution_options(synchronize_session=False)
+)
+_FAIL_ROUNDS = (
+    update(Message)
+    .where(Message.id.in_(bindparam("rounds", expanding=True)), Message.status == "streaming")
+    .values(status="failed", error=bindparam("reason"))
+    .execution_options(synchronize_session=False)
+)
+_FAIL_CALLS = (
+    update(ChatLlmTool)
+    .where(ChatLlmTool.chat_id == bindparam("of_chat"), ChatLlmTool.status == "running")
+    .values(status="failed", result=bindparam("reason"), updated_at=bindparam("now"))
+    .execution_options(synchronize_session=False)
+)
 
 
 def round_row(
@@ -294,9 +350,7 @@ class Recorder(AbstractCapability[TurnDeps]):
 
     async def _make_leaf(self, db: AsyncSession, rows: list[Message]) -> None:
         """The new round ends the chat's active path (the turn holds the chat: no switch races)."""
-        await db.execute(
-            update(Chat).where(Chat.id == self.chat_id).values(active_leaf_id=rows[0].id)
-        )
+        await db.execute(_MAKE_LEAF, {"chat_id": self.chat_id, "leaf": rows[0].id})
 
     async def _close_round(self, response: ModelResponse) -> None:
         assert self.round is not None
@@ -304,23 +358,22 @@ class Recorder(AbstractCapability[TurnDeps]):
         text = "".join(p.content for p in response.parts if isinstance(p, TextPart))
         reasoning = "\n\n".join(p.content for p in response.parts if isinstance(p, ThinkingPart))
         stored = storable(ModelMessagesTypeAdapter.dump_python([response], mode="json")[0])
-        # A round some other worker settled (this one lost its lease) is not made `ok` again.
-        closing = (
-            update(Message)
-            .where(Message.id == self.round.message_id, Message.status == "streaming")
-            .values(
-                content=storable_text(text),
-                reasoning=storable_text(reasoning) or None,
-                status="ok",
-                model=self.model_id,
-                provider_details={"response": stored},
-                input_tokens=response.usage.input_tokens or 0,
-                output_tokens=response.usage.output_tokens or 0,
-                cache_read_tokens=response.usage.cache_read_tokens or 0,
-                cache_write_tokens=response.usage.cache_write_tokens or 0,
-            )
+        usage = response.usage
+        await self._write(
+            _CLOSE_ROUND,
+            "closing a round",
+            {
+                "round_id": self.round.message_id,
+                "new_content": storable_text(text),
+                "new_reasoning": storable_text(reasoning) or None,
+                "new_model": self.model_id,
+                "new_provider_details": {"response": stored},
+                "new_input_tokens": usage.input_tokens or 0,
+                "new_output_tokens": usage.output_tokens or 0,
+                "new_cache_read_tokens": usage.cache_read_tokens or 0,
+                "new_cache_write_tokens": usage.cache_write_tokens or 0,
+            },
         )
-        await self._write(closing, "closing a round")
 
     # -- streaming and tools -----------------------------------------------------------------
 
@@ -435,16 +488,16 @@ class Recorder(AbstractCapability[TurnDeps]):
             if isinstance(part.metadata, dict) and part.metadata.get(MEDIA_KEY):
                 media = part.metadata[MEDIA_KEY]
         await self._write(
-            update(ChatLlmTool)
-            .where(ChatLlmTool.id == row_id)
-            .values(
-                status=status,
-                result=storable_text(result),
-                result_type=result_type,
-                media=storable(media),
-                updated_at=self.clock.now(),
-            ),
+            _FINISH_CALL,
             "finishing a call",
+            {
+                "row_id": row_id,
+                "new_status": status,
+                "new_result": storable_text(result),
+                "new_result_type": result_type,
+                "new_media": storable(media),
+                "now": self.clock.now(),
+            },
         )
         if self.metrics.enabled:
             owner = ctx.deps.catalogue.tool_owner(part.tool_name)
@@ -556,33 +609,26 @@ class Recorder(AbstractCapability[TurnDeps]):
 
         await transaction(self.sessions, close, what="closing an interrupted turn")
 
-    async def close_leftovers(self, error: str | None) -> None:
+    async def close_leftovers(self, db: AsyncSession, error: str | None) -> None:
         """Fail whatever this turn left open, whichever way it ended: a round still `streaming`,
-        a call of the chat still `running` (the turn holds the chat's lease, so they are its)."""
+        a call of the chat still `running` (the turn holds the chat's lease, so they are its).
+        It runs in the transaction that releases the chat (`TurnSupervisor`): one commit for
+        both, and neither without the other."""
         self.running_tools.clear()
-        rounds = list(self.message_ids)
-        now = self.clock.now()
+        reason = error or UNFINISHED_CALL
+        if self.message_ids:
+            await db.execute(_FAIL_ROUNDS, {"rounds": self.message_ids, "reason": reason})
+        await db.execute(
+            _FAIL_CALLS, {"of_chat": self.chat_id, "reason": reason, "now": self.clock.now()}
+        )
 
-        async def close(db: AsyncSession) -> None:
-            if rounds:
-                await db.execute(
-                    update(Message)
-                    .where(Message.id.in_(rounds), Message.status == "streaming")
-                    .values(status="failed", error=error or UNFINISHED_CALL)
-                )
-            await db.execute(
-                update(ChatLlmTool)
-                .where(ChatLlmTool.chat_id == self.chat_id, ChatLlmTool.status == "running")
-                .values(status="failed", result=error or UNFINISHED_CALL, updated_at=now)
-            )
-
-        await transaction(self.sessions, close, what="closing a turn")
-
-    async def _write(self, statement: Executable, what: str) -> None:
+    async def _write(
+        self, statement: Executable, what: str, values: dict[str, Any] | None = None
+    ) -> None:
         """One statement in a transaction of its own, tried again on a dropped connection."""
 
         async def run(db: AsyncSession) -> None:
-            await db.execute(statement)
+            await db.execute(statement, values)
 
         await transaction(self.sessions, run, what=what)
 

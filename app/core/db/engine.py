@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -70,9 +71,12 @@ def session_factory(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
     return async_sessionmaker(engine, expire_on_commit=False)
 
 
-async def rows_changed(db: AsyncSession, statement: UpdateBase) -> int:
-    """Run an UPDATE or DELETE (without RETURNING) and tell how many rows it changed."""
-    result = await db.execute(statement)
+async def rows_changed(
+    db: AsyncSession, statement: UpdateBase, values: Mapping[str, Any] | None = None
+) -> int:
+    """Run an UPDATE or DELETE (without RETURNING), with `values` for its bound parameters,
+    and tell how many rows it changed."""
+    result = await db.execute(statement, values)
     if not isinstance(result, CursorResult):  # what a statement without RETURNING answers
         raise TypeError(f"{type(result).__name__} tells no row count")
     return result.rowcount

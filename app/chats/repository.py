@@ -22,7 +22,7 @@ from sqlalchemy import and_, bindparam, delete, or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from app.chats import views
-from app.core.db.engine import rows_changed
+from app.core.db.engine import one_snapshot, rows_changed
 from app.knowledge import evidence
 from app.models import Chat, ChatLlmTool, ChatSummary, Message, Upload
 from app.models.paths import BOUND_PATH, on_path
@@ -106,7 +106,10 @@ async def delete_chat(db: AsyncSession, user_id: uuid.UUID, chat_id: uuid.UUID) 
 async def chat_detail(
     connection: AsyncConnection, user_id: uuid.UUID, chat_id: uuid.UUID, now: datetime
 ) -> views.ChatDetailView | None:
-    """The chat with messages, tool calls and uploads as JSON-ready dicts; None if not theirs."""
+    """The chat with messages, tool calls and uploads as JSON-ready dicts; None if not theirs.
+
+    Its several reads see one snapshot, so the chat shown is one the database held."""
+    await one_snapshot(connection)
     keys = {"chat_id": chat_id, "user_id": user_id}
     chat = (await connection.execute(_CHAT_DETAIL, keys)).first()
     if chat is None:

@@ -3,6 +3,11 @@
 SQLite needs three things set on every connection to behave like a server database under a
 web workload: foreign keys on (cascades depend on it), WAL (readers don't block the writer) and
 a busy timeout (writers wait instead of failing). PostgreSQL needs nothing special.
+
+A view read in several statements (a chat with its messages and tool calls) reads them in one
+snapshot (`one_snapshot`): by default each statement sees what was committed when it began, so a
+sweep committing between two of them would show a round still `ok` beside its call already
+`cancelled`, a chat no state of the database ever held.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from typing import Any
 from sqlalchemy import event
 from sqlalchemy.engine import CursorResult, make_url
 from sqlalchemy.ext.asyncio import (
+    AsyncConnection,
     AsyncEngine,
     AsyncSession,
     async_sessionmaker,
@@ -80,3 +86,20 @@ async def rows_changed(
     if not isinstance(result, CursorResult):  # what a statement without RETURNING answers
         raise TypeError(f"{type(result).__name__} tells no row count")
     return result.rowcount
+
+
+async def one_snapshot(connection: AsyncConnection) -> None:
+    """Make the reads that follow on `connection` see one snapshot of the database, until its
+    transaction ends (the pool resets the connection when it goes back).
+
+    PostgreSQL: a read-only REPEATABLE READ transaction. SQLite (WAL): an explicit `BEGIN`,
+    since Python's sqlite3 opens none for a SELECT and each would see the latest commit.
+    """
+    if connection.in_transaction():
+        await connection.rollback()  # the read that authentication began
+    if connection.dialect.name == "sqlite":
+        await connection.exec_driver_sql("BEGIN")
+    else:
+        await connection.execution_options(
+            isolation_level="REPEATABLE READ", postgresql_readonly=True
+        )

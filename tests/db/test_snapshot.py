@@ -5,14 +5,18 @@ sweep settling the chat) must not show half of it."""
 
 from __future__ import annotations
 
+import asyncio
+import threading
+from typing import Any
 from uuid import UUID
 
-from sqlalchemy import select, update
+from sqlalchemy import event, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from app.core.db.engine import one_snapshot
-from app.models import Chat
-from tests.support import Client
+from app.core.db.engine import create_engine, one_snapshot
+from app.models import Chat, ChatLlmTool, Message
+from app.services import Services
+from tests.support import Client, wait_until_idle
 
 
 async def _title(connection: AsyncConnection, chat_id: UUID) -> str | None:
@@ -64,3 +68,54 @@ async def test_a_pooled_connection_reads_the_latest_commit_again(
             await _rename(engine, chat_id, "third")
             assert await _title(reader, chat_id) == "third"
             await _rename(engine, chat_id, "second")
+
+
+async def test_a_chat_is_never_shown_half_settled(
+    user: Client, engine: AsyncEngine, services: Services
+) -> None:
+    """A sweep commits between the chat view's messages read and its tool-calls read (forced
+    here, from another thread, the moment the messages have been read): the view shows the
+    chat as it was before, whole; the next view shows it after, whole."""
+    chat_id = (await user.post("/api/chats", json={})).json()["id"]
+    await user.post(f"/api/chats/{chat_id}/messages", json={"content": "Hi"})  # the demo model
+    before = await wait_until_idle(user, chat_id)
+    [answer] = [m for m in before["messages"] if m["tool_calls"]]
+    assert answer["status"] == "ok" and answer["tool_calls"][0]["status"] == "done"
+
+    def settle_elsewhere() -> None:
+        async def settle() -> None:
+            other = create_engine(services.settings.database_url)
+            try:
+                async with other.begin() as connection:
+                    await connection.execute(
+                        update(Message).where(Message.id == answer["id"]).values(status="failed")
+                    )
+                    await connection.execute(
+                        update(ChatLlmTool)
+                        .where(ChatLlmTool.message_id == answer["id"])
+                        .values(status="failed")
+                    )
+            finally:
+                await other.dispose()
+
+        asyncio.run(settle())
+
+    fired: list[str] = []
+
+    def between_reads(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        if not fired and "FROM messages JOIN path" in statement:
+            fired.append(statement)
+            worker = threading.Thread(target=settle_elsewhere)
+            worker.start()
+            worker.join(30)
+
+    event.listen(engine.sync_engine, "after_cursor_execute", between_reads)
+    try:
+        during = (await user.get(f"/api/chats/{chat_id}")).json()
+    finally:
+        event.remove(engine.sync_engine, "after_cursor_execute", between_reads)
+    assert fired, "the messages read was not seen"
+    assert during["messages"] == before["messages"]
+    after = (await user.get(f"/api/chats/{chat_id}")).json()
+    [settled] = [m for m in after["messages"] if m["id"] == answer["id"]]
+    assert settled["status"] == "failed" and settled["tool_calls"][0]["status"] == "failed"

@@ -476,7 +476,7 @@ class Turn:
         """Fail what the turn left open (`Recorder.close_leftovers`), in the transaction that
         releases its chat."""
         if self.recorder is not None:
-            await self.recorder.close_leftovers(db, self.ended)
+            await self.recorder.close_leftovers(db, self.ended, holds_chat=not self.lease_lost)
 
     async def _citations(self, recorder: Recorder) -> tuple[int, list[EvidenceRow]] | None:
         """The question's cited passages and its latest message, once a round of it is stored."""

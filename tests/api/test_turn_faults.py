@@ -17,14 +17,14 @@ from uuid import UUID
 
 import httpx
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from app.agent import leases
 from app.agent import turn as turns_module
 from app.agent.capabilities import recorder as recorder_module
 from app.agent.leases import INTERRUPTED_CALL, INTERRUPTED_ROUND
 from app.files.roots import user_root
-from app.models import Chat, ChatLlmTool
+from app.models import Chat, ChatLlmTool, Message
 from app.services import Services
 from app.tools import files as files_module
 from app.tools.writing import MAX_WRITE_BYTES
@@ -555,7 +555,37 @@ async def test_what_a_turn_left_open_is_closed_with_its_release_or_not_at_all(
     assert (status, result, owner) == ("cancelled", leases.INTERRUPTED_CALL, None)
 
 
+async def _another_turns_call(services: Services, chat_id: str, clock: ShiftedClock) -> int:
+    """Another turn holding the chat, its round and its call running, as a user who sent a
+    message after the sweep would start one; the call's row id."""
+    now = clock.now()
+    async with services.sessions() as db:
+        chat = await db.get(Chat, UUID(chat_id))
+        assert chat is not None
+        chat.turn_owner, chat.turn_lease_until = "another", now + timedelta(minutes=5)
+        message = Message(
+            chat_id=chat.id, role="assistant", content="", status="streaming", created_at=now
+        )
+        db.add(message)
+        await db.flush()
+        call = ChatLlmTool(
+            chat_id=chat.id,
+            message_id=message.id,
+            tool_call_id="call_other",
+            name="list_files",
+            arguments={},
+            status="running",
+            created_at=now,
+            updated_at=now,
+        )
+        db.add(call)
+        await db.commit()
+        return call.id
+
+
+@pytest.mark.parametrize("taken", [False, True], ids=["chat left free", "chat taken over"])
 async def test_a_turn_swept_between_its_round_and_its_call_ends_interrupted(
+    taken: bool,
     user: Client,
     fakes: dict[str, FakeProviderServer],
     services: Services,
@@ -564,7 +594,9 @@ async def test_a_turn_swept_between_its_round_and_its_call_ends_interrupted(
 ) -> None:
     """The sweep of another worker came after the round was stored `ok` and before its call
     was: it had nothing to settle, yet it took the chat. The turn learns it at its next renewal,
-    inside the call, and ends the way the sweep would have ended it after the call began."""
+    inside the call, and ends the way the sweep would have ended it after the call began. If
+    another turn took the chat meanwhile, that turn's running call is not the stalled one's to
+    close."""
     fake = fakes["openai"]
     fake.script(
         Reply(text="Let me look.", tool_calls=[ToolCall("list_files", {"path": "."})]),
@@ -598,10 +630,18 @@ async def test_a_turn_swept_between_its_round_and_its_call_ends_interrupted(
     try:
         await wait_until(in_the_call, failure="the call never started")
         assert swept == [UUID(chat_id)]
+        if taken:
+            others = await _another_turns_call(services, chat_id, clock)
         services.settings = services.settings.model_copy(update={"turn_lease_seconds": 1})
         response = await asyncio.wait_for(running, 10)  # its next renewal stops it
     finally:
         release.set()
+    if taken:
+        async with services.sessions() as db:
+            other = await db.get(ChatLlmTool, others)
+            assert other is not None and other.status == "running"
+            await db.execute(update(Chat).values(turn_owner=None, turn_lease_until=None))
+            await db.commit()
     assert [c["type"] for c in parse_stream(response.text)][-2:] == ["data-usage", "[DONE]"]
     chat = await wait_until_idle(user, chat_id)
     assert_settled(chat)

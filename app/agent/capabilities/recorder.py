@@ -184,6 +184,15 @@ _FAIL_CALLS = (
     .values(status="failed", result=bindparam("reason"), updated_at=bindparam("now"))
     .execution_options(synchronize_session=False)
 )
+_FAIL_OWN_CALLS = (
+    update(ChatLlmTool)
+    .where(
+        ChatLlmTool.message_id.in_(bindparam("rounds", expanding=True)),
+        ChatLlmTool.status == "running",
+    )
+    .values(status="failed", result=bindparam("reason"), updated_at=bindparam("now"))
+    .execution_options(synchronize_session=False)
+)
 
 
 def round_row(
@@ -609,18 +618,27 @@ class Recorder(AbstractCapability[TurnDeps]):
 
         await transaction(self.sessions, close, what="closing an interrupted turn")
 
-    async def close_leftovers(self, db: AsyncSession, error: str | None) -> None:
+    async def close_leftovers(
+        self, db: AsyncSession, error: str | None, *, holds_chat: bool = True
+    ) -> None:
         """Fail whatever this turn left open, whichever way it ended: a round still `streaming`,
         a call of the chat still `running` (the turn holds the chat's lease, so they are its).
         It runs in the transaction that releases the chat (`TurnSupervisor`): one commit for
-        both, and neither without the other."""
+        both, and neither without the other.
+
+        A turn that lost the chat's lease (`holds_chat` false) touches its own rounds' calls
+        only: another turn may hold the chat by now, and its running calls are not this one's.
+        """
         self.running_tools.clear()
         reason = error or UNFINISHED_CALL
+        rounds = [*self.message_ids, *([self.paused_round] if self.paused_round else [])]
         if self.message_ids:
             await db.execute(_FAIL_ROUNDS, {"rounds": self.message_ids, "reason": reason})
-        await db.execute(
-            _FAIL_CALLS, {"of_chat": self.chat_id, "reason": reason, "now": self.clock.now()}
-        )
+        now = self.clock.now()
+        if holds_chat:
+            await db.execute(_FAIL_CALLS, {"of_chat": self.chat_id, "reason": reason, "now": now})
+        elif rounds:
+            await db.execute(_FAIL_OWN_CALLS, {"rounds": rounds, "reason": reason, "now": now})
 
     async def _write(
         self, statement: Executable, what: str, values: dict[str, Any] | None = None

@@ -2,7 +2,15 @@
 
 SQLite needs three things set on every connection to behave like a server database under a
 web workload: foreign keys on (cascades depend on it), WAL (readers don't block the writer) and
-a busy timeout (writers wait instead of failing). PostgreSQL needs nothing special.
+a busy timeout (writers wait instead of failing).
+
+PostgreSQL: a pooled connection the server closed while it sat in the pool (a restart, an
+operator's `pg_terminate_backend`) is dropped when it is checked out and another is made
+(`_closed_at_checkout`). asyncpg notices the server closing the socket as soon as the event
+loop reads it, so asking asyncpg costs nothing; SQLAlchemy's `pool_pre_ping` instead sends
+`BEGIN`, `;` and `ROLLBACK` at every checkout, three round trips that cost about 150 us of CPU
+each time (measured: 840 against 690 us for a checkout and one statement), six to eight times
+a turn. A connection that dies while in use is what `app.core.db.retry` is for.
 
 A view read in several statements (a chat with its messages and tool calls) reads them in one
 snapshot (`one_snapshot`): by default each statement sees what was committed when it began, so a
@@ -20,6 +28,7 @@ from typing import Any
 
 from sqlalchemy import event
 from sqlalchemy.engine import CursorResult, make_url
+from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import (
     AsyncConnection,
     AsyncEngine,
@@ -67,10 +76,19 @@ def create_engine(url: str, **kwargs: Any) -> AsyncEngine:
         engine = create_async_engine(url, **kwargs)
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
         return engine
-    kwargs.setdefault("pool_pre_ping", True)
     kwargs.setdefault("pool_size", 10)
     kwargs.setdefault("max_overflow", 20)
-    return create_async_engine(url, **kwargs)
+    engine = create_async_engine(url, **kwargs)
+    if not kwargs.get("pool_pre_ping"):
+        event.listen(engine.sync_engine, "checkout", _closed_at_checkout)
+    return engine
+
+
+def _closed_at_checkout(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
+    """Drop a pooled connection the server has closed: the pool makes another (a
+    `DisconnectionError` raised here is how SQLAlchemy asks it to)."""
+    if dbapi_connection.driver_connection.is_closed():
+        raise DisconnectionError("the database closed this pooled connection")
 
 
 def session_factory(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:

@@ -3,9 +3,10 @@
 A turn's writes must not be lost to a blip: PostgreSQL restarting, a proxy or an operator
 terminating connections (`pg_terminate_backend`), SQLite busy beyond its timeout. `transaction`
 runs a unit of work in a session of its own and, when the connection dropped under it, runs it
-again on a fresh one (the pool drops the dead connection and pings what it hands out), a bounded
-number of times with a growing pause (about six seconds in all). What is not a dropped
-connection (a constraint, a bug) is raised at once.
+again on a fresh one (the pool drops the dead connection, and does not hand out one the server
+closed while it was pooled: `app.core.db.engine`), a bounded number of times with a growing
+pause (about six seconds in all). What is not a dropped connection (a constraint, a bug) is
+raised at once.
 
 A retried unit must be idempotent, since a commit that failed on a dropped connection may have
 landed. Updates by id are. An insert is made idempotent by `insert_once`: the ids an attempt

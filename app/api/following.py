@@ -9,7 +9,7 @@ from typing import Annotated
 from fastapi import APIRouter, Header, Response
 from fastapi.responses import StreamingResponse
 
-from app.api.deps import Auth, DbSession, ServicesDep
+from app.api.deps import Auth, Connection, ServicesDep
 from app.api.event_stream import EventStreamResponse
 from app.api.stream_schema import STREAM_RESPONSE
 from app.chats.following import follow_turn
@@ -45,13 +45,13 @@ async def follow(
     chat_id: uuid.UUID,
     auth: Auth,
     services: ServicesDep,
-    db: DbSession,
+    connection: Connection,
     last_event_id: Annotated[str | None, Header(max_length=64)] = None,
 ) -> Response:
     """The chat's running turn as the client that started it reads it: every event from its
     `start` (after event n with `Last-Event-ID: n`), then its live events, up to `[DONE]`."""
     after = event_number(last_event_id)
-    reader = await follow_turn(services, db, auth.user.id, chat_id, after)
+    reader = await follow_turn(services, connection, auth.user.id, chat_id, after)
     if reader is None:
         return Response(status_code=204)
     return EventStreamResponse(reader, readers=services.metrics)

@@ -1,6 +1,8 @@
 """Following a chat's running turn from another request: a reload, another tab, another worker.
 
-The chat is read as the user's (a foreign or unknown chat is a 404) together with its turn lease.
+The chat is read as the user's (a foreign or unknown chat is a 404) together with its turn lease,
+in the read authentication began on the request's connection rather than in a session of its
+own (a `ROLLBACK` and a `BEGIN` fewer for every reader that connects).
 A turn of this process is followed in its log directly, whatever its lease says (it may just have
 released the chat, its last events still to be read). A lease that is free or lapsed means no
 turn runs (204: the stored chat is the truth). A live lease held elsewhere is followed through the
@@ -14,7 +16,7 @@ import uuid
 from typing import Final
 
 from sqlalchemy import select
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.agent.live import Reader
 from app.core.errors import NotFound
@@ -27,18 +29,22 @@ STARTING_SECONDS: Final = 5.0
 
 
 async def follow_turn(
-    services: Services, db: AsyncSession, user_id: uuid.UUID, chat_id: uuid.UUID, after: int
+    services: Services,
+    connection: AsyncConnection,
+    user_id: uuid.UUID,
+    chat_id: uuid.UUID,
+    after: int,
 ) -> Reader | None:
     """A reader of the chat's running turn, from the event after number `after`; None when no
     turn runs."""
     row = (
-        await db.execute(
+        await connection.execute(
             select(Chat.turn_owner, Chat.turn_lease_until).where(
                 Chat.id == chat_id, Chat.user_id == user_id
             )
         )
     ).one_or_none()
-    await db.rollback()  # a stream may last for minutes: it holds no transaction
+    await connection.rollback()  # a stream may last for minutes: it holds no transaction
     if row is None:
         raise NotFound(CHAT_NOT_FOUND)
     turns = services.turns

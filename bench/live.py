@@ -13,7 +13,15 @@ every event they get has travelled through the database (`app.agent.relay`).
    event from the process that made it, on loopback. Targets: p50 <= 20 ms, p99 <= 100 ms.
 2. CPU: N concurrent turns, each followed by two readers on B, against the same turns without
    readers, alternating in the same run (`--rounds` of each); the CPU both hearth processes
-   used (from /proc), per turn. Target: <= 1.15x.
+   used (from /proc), per turn. Target: <= 1.15x. The floor, in rounds of their own in the
+   same rotation: the same turns, each read by two streams of as many events from uvicorn and
+   Starlette alone (`_sse_floor.py`, paced as the provider paces them), that server's CPU
+   counted with the workers'. It is measured beside the turns because the two cores slow each
+   other: the same Python loop takes 45 % more CPU time while the other core is busy (3.24 s
+   alone, 4.71 s beside a spinning process, on this machine), so what readers cost includes
+   what they make the turn's worker lose. The same streams alone, after the rounds, are printed
+   too. Each burst prints how many requests a reader made (a 204 before its turn started is
+   asked again 20 ms later).
 3. Memory: one turn of 20,000 events with a stalled reader (a socket that reads nothing) on A,
    against the same turn with none: how much A's resident memory grew while it ran (peak over
    the level before). Target: the stalled reader's turn grows A by <= 16 MiB.
@@ -82,6 +90,10 @@ class Workers:
     b: Any
     a_port: int
     b_port: int
+    floor: Any = None
+    """The floor's server (`_sse_floor.py`) while the same-run floor is measured."""
+    floor_port: int = 0
+    floor_request: bytes = b""
 
 
 @contextlib.asynccontextmanager
@@ -122,11 +134,16 @@ def follow_request(account: Account, chat_id: str) -> bytes:
 class Followed:
     post: Exchange
     readers: list[Exchange]
+    asks: int = 0
+    """The readers' requests, 204s before the turn had started included."""
 
 
 async def one_turn(
-    account: Account, a_port: int, b_port: int, chat_id: str, readers: int, index: int
+    account: Account, w: Workers, chat_id: str, readers: int, index: int, floor: bool
 ) -> Followed:
+    """One turn on A and its `readers` on B; with `floor`, the readers are streams of the
+    floor's server instead (as many events, paced as the provider paces them)."""
+    a_port, b_port = w.a_port, w.floor_port if floor else w.b_port
     post_conn = await Connection.open(a_port)
     reader_conns = [await Connection.open(b_port) for _ in range(readers)]
     try:
@@ -134,19 +151,24 @@ async def one_turn(
             post_conn.exchange(turn_request(account, chat_id, f"turn {index}"), wait=120)
         )
         await asyncio.sleep(0.05)
+        asks = 0
 
         async def follow(conn: Connection) -> Exchange:
             """A reader that asks once the turn has started (a 204 before it has: ask again)."""
+            if floor:
+                return await conn.exchange(w.floor_request, wait=120)
+            nonlocal asks
             while True:
                 if not conn.usable:
                     await conn.reopen()
+                asks += 1
                 reply = await conn.exchange(follow_request(account, chat_id), wait=120)
                 if reply.status != 204 or post.done():
                     return reply
                 await asyncio.sleep(0.02)
 
         followed = await asyncio.gather(*(follow(conn) for conn in reader_conns))
-        return Followed(await post, list(followed))
+        return Followed(await post, list(followed), asks)
     finally:
         post_conn.close()
         for conn in reader_conns:
@@ -154,18 +176,25 @@ async def one_turn(
 
 
 async def burst(
-    account: Account, chats: list[str], w: Workers, readers: int
+    account: Account, chats: list[str], w: Workers, readers: int, floor: bool = False
 ) -> tuple[list[Followed], float]:
-    pids = [w.a.pid, w.b.pid]
+    """`chats`' turns at once, each with `readers`; the CPU of A, B (and the floor's server)."""
+    pids = [w.a.pid, w.b.pid] + ([w.floor.pid] if floor else [])
     before = [cpu_seconds(pid) or 0.0 for pid in pids]
     outcomes = await asyncio.gather(
-        *(one_turn(account, w.a_port, w.b_port, chat, readers, i) for i, chat in enumerate(chats))
+        *(one_turn(account, w, chat, readers, i, floor) for i, chat in enumerate(chats))
     )
     await asyncio.sleep(0.3)  # the workers' last writes after the streams ended
     after = [cpu_seconds(pid) or 0.0 for pid in pids]
     used = [a - b for a, b in zip(after, before, strict=True)]
     each = [seconds / len(chats) * 1000 for seconds in used]
-    print(f"   (A {each[0]:.1f} ms, B {each[1]:.1f} ms per turn)")
+    shown = f"A {each[0]:.1f} ms, B {each[1]:.1f} ms" + (
+        f", floor {each[2]:.1f} ms" if floor else ""
+    )
+    shown += " per turn"
+    if asks := sum(outcome.asks for outcome in outcomes):
+        shown += f"; {asks / (readers * len(chats)):.1f} requests a reader"
+    print(f"   ({shown})")
     return list(outcomes), sum(used)
 
 
@@ -186,6 +215,20 @@ def check(outcomes: list[Followed]) -> list[str]:
                     f"turn {n} reader {r}: {reader.status} {reader.error}, "
                     f"{len(got)} events of {len(sent)}"
                 )
+    return problems
+
+
+def check_floor(outcomes: list[Followed], events: int) -> list[str]:
+    """The turns of a floor round, and their floor streams: each complete."""
+    problems = [
+        f"turn {n}: POST {o.post.status}" for n, o in enumerate(outcomes) if not o.post.complete
+    ]
+    problems += [
+        f"turn {n}: a floor stream did not complete"
+        for n, o in enumerate(outcomes)
+        for r in o.readers
+        if not r.complete or len(r.events) != events + 1
+    ]
     return problems
 
 
@@ -256,26 +299,41 @@ async def part_latency_and_cpu(args: argparse.Namespace, workdir: Path) -> dict[
                         "latency.events": len(delays),
                     }
 
-                    print(f"2. CPU: {args.turns} turns, without readers and with 2 each on B")
-                    plain, followed = [], []
-                    for round_ in range(args.rounds):
-                        for readers, series in ((0, plain), (2, followed))[:: 1 - 2 * (round_ % 2)]:
-                            chats = await new_chats(w.a_port, account, args.turns)
-                            outcomes, used = await burst(account, chats, w, readers)
-                            problems += check(outcomes)
-                            series.append(used / args.turns * 1000)
-                            print(f"   round {round_ + 1}, {readers} readers: ", end="")
-                            print(f"{series[-1]:.1f} ms/turn")
-                    ratio = statistics.mean(followed) / statistics.mean(plain)
                     print(
-                        f"   server CPU per turn: {statistics.mean(plain):.1f} ms without "
-                        f"readers, {statistics.mean(followed):.1f} ms with 2: "
-                        f"{ratio:.3f}x (target <= {CPU_TARGET})"
+                        f"2. CPU: {args.turns} turns, without readers, with 2 each on B, and "
+                        "with 2 streams each from Starlette alone (the floor, same run)"
+                    )
+                    events = figures["events_per_turn"]
+                    async with floor_server(args, workdir, events, log, w):
+                        series: dict[str, list[float]] = {"plain": [], "followed": [], "floor": []}
+                        variants = [("plain", 0, False), ("followed", 2, False), ("floor", 2, True)]
+                        for round_ in range(args.rounds):
+                            shift = round_ % len(variants)
+                            for name, readers, floor in variants[shift:] + variants[:shift]:
+                                chats = await new_chats(w.a_port, account, args.turns)
+                                outcomes, used = await burst(account, chats, w, readers, floor)
+                                problems += check_floor(outcomes, events) if floor else []
+                                problems += [] if floor else check(outcomes)
+                                series[name].append(used / args.turns * 1000)
+                                print(
+                                    f"   round {round_ + 1}, {name}: {series[name][-1]:.1f} ms/turn"
+                                )
+                    plain, followed, floored = (
+                        statistics.mean(series[k]) for k in ("plain", "followed", "floor")
+                    )
+                    ratio, floor_ratio = followed / plain, floored / plain
+                    print(
+                        f"   server CPU per turn: {plain:.1f} ms without readers, "
+                        f"{followed:.1f} ms with 2: {ratio:.3f}x (target <= {CPU_TARGET}); "
+                        "with 2 Starlette streams instead, the same run's floor: "
+                        f"{floored:.1f} ms, {floor_ratio:.3f}x"
                     )
                     figures |= {
-                        "cpu.plain_ms_per_turn": round(statistics.mean(plain), 2),
-                        "cpu.followed_ms_per_turn": round(statistics.mean(followed), 2),
+                        "cpu.plain_ms_per_turn": round(plain, 2),
+                        "cpu.followed_ms_per_turn": round(followed, 2),
                         "cpu.ratio": round(ratio, 3),
+                        "cpu.floor_same_run_ms_per_turn": round(floored, 2),
+                        "cpu.floor_same_run_ratio": round(floor_ratio, 3),
                     }
             finally:
                 stop_process(fake)
@@ -353,6 +411,26 @@ async def part_memory(args: argparse.Namespace, workdir: Path) -> dict[str, Any]
     }
 
 
+@contextlib.asynccontextmanager
+async def floor_server(
+    args: argparse.Namespace, workdir: Path, events: int, log: IO[bytes], w: Workers
+) -> AsyncIterator[None]:
+    """The floor's server (`_sse_floor.py`) beside the workers, streaming `events` events
+    paced as the provider paces them, for the rounds that measure the floor in the same run."""
+    interval = float(dict(p.split("=") for p in args.schedule.split(","))["interval_ms"])
+    port = free_port()
+    command = [sys.executable, str(Path(__file__).parent / "_sse_floor.py"), "--port", str(port)]
+    server = start_process(command, log)
+    try:
+        await wait_answering(port, "/healthz", server)
+        w.floor, w.floor_port = server, port
+        w.floor_request = build_request("GET", f"/events?count={events}&interval_ms={interval:g}")
+        yield
+    finally:
+        w.floor = None
+        stop_process(server)
+
+
 async def part_floor(args: argparse.Namespace, workdir: Path, events: int) -> dict[str, Any]:
     """The CPU of 2 x `turns` streams of `events` events, paced as the provider paces them, from
     uvicorn and Starlette alone (`_sse_floor.py`): what two readers per turn cost at the least."""
@@ -401,9 +479,10 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             figures["cpu.floor_ratio"] = round((plain + floor) / plain, 3)
             print(
                 f"   the 2 readers cost {extra:.1f} ms per turn; the target allows "
-                f"{allowed:.1f} ms; their streams alone cost {floor:.1f} ms on this machine, "
-                f"so the least ratio reachable here is "
-                f"{figures['cpu.floor_ratio']:.3f}x"
+                f"{allowed:.1f} ms; their streams alone cost {floor:.1f} ms on an idle machine "
+                f"({figures['cpu.floor_ratio']:.3f}x), and beside the turns, where the two "
+                "cores slow each other, the same run's floor is "
+                f"{figures['cpu.floor_same_run_ratio']:.3f}x"
             )
         if "memory" in args.parts:
             figures |= await part_memory(args, workdir)

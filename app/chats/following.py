@@ -2,7 +2,8 @@
 
 The chat is read as the user's (a foreign or unknown chat is a 404) together with its turn lease,
 in the read authentication began on the request's connection rather than in a session of its
-own (a `ROLLBACK` and a `BEGIN` fewer for every reader that connects).
+own (a `ROLLBACK` and a `BEGIN` fewer for every reader that connects), with one prebuilt
+statement (building it for each reader cost 67 us, measured).
 A turn of this process is followed in its log directly, whatever its lease says (it may just have
 released the chat, its last events still to be read). A lease that is free or lapsed means no
 turn runs (204: the stored chat is the truth). A live lease held elsewhere is followed through the
@@ -15,7 +16,7 @@ from __future__ import annotations
 import uuid
 from typing import Final
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.agent.live import Reader
@@ -27,6 +28,10 @@ CHAT_NOT_FOUND = "chat not found"
 STARTING_SECONDS: Final = 5.0
 """How long a reader waits for a turn whose lease is taken but which has not started yet."""
 
+_LEASE = select(Chat.turn_owner, Chat.turn_lease_until).where(
+    Chat.id == bindparam("chat_id"), Chat.user_id == bindparam("user_id")
+)
+
 
 async def follow_turn(
     services: Services,
@@ -37,13 +42,7 @@ async def follow_turn(
 ) -> Reader | None:
     """A reader of the chat's running turn, from the event after number `after`; None when no
     turn runs."""
-    row = (
-        await connection.execute(
-            select(Chat.turn_owner, Chat.turn_lease_until).where(
-                Chat.id == chat_id, Chat.user_id == user_id
-            )
-        )
-    ).one_or_none()
+    row = (await connection.execute(_LEASE, {"chat_id": chat_id, "user_id": user_id})).one_or_none()
     await connection.rollback()  # a stream may last for minutes: it holds no transaction
     if row is None:
         raise NotFound(CHAT_NOT_FOUND)

@@ -1,8 +1,7 @@
 """Dependencies every route shares: the services, the database, the signed-in user.
 
 A request holds at most one pooled connection: authentication reads the session on it with one
-Core statement, and a route that needs the ORM gets a session bound to that same connection,
-which carries on in the transaction that read began.
+Core statement, and a route that needs the ORM gets a session bound to that same connection.
 Authentication and the CSRF check are one dependency, so a route that needs a user can't
 forget the CSRF check on a state-changing method.
 
@@ -50,12 +49,10 @@ Connection = Annotated[AsyncConnection, Depends(get_connection, scope="function"
 
 
 async def get_db(connection: Connection) -> AsyncIterator[AsyncSession]:
-    # The session takes over the read that authentication began as its own transaction: it
-    # commits it, or rolls it back, as one it had begun (a `ROLLBACK` and a `BEGIN` fewer for
-    # every request that writes).
-    async with AsyncSession(
-        bind=connection, expire_on_commit=False, join_transaction_mode="control_fully"
-    ) as session:
+    if connection.in_transaction():
+        # End the read that authentication began, so the session owns (and commits) its own.
+        await connection.rollback()
+    async with AsyncSession(bind=connection, expire_on_commit=False) as session:
         yield session
 
 

@@ -32,6 +32,8 @@ class Services:
     settings: Settings
     engine: AsyncEngine
     sessions: async_sessionmaker[AsyncSession]
+    reads: async_sessionmaker[AsyncSession]
+    """Sessions for work that only reads: no transaction around each statement on PostgreSQL."""
     codec: TokenCodec
     registry: ModelRegistry
     clock: Clock = field(default_factory=Clock)

@@ -488,13 +488,14 @@ class Turn:
                 db, self.plan.chat_id, question=self.plan.user_message_id
             )
 
-        rows = await transaction(self.services.sessions, read, what="reading citations")
+        rows = await transaction(self.services.reads, read, what="reading citations")
         passages = evidence.cited(rows)
         return (recorder.message_ids[-1], passages) if passages else None
 
     async def _history(self) -> _History:
-        """What the run is built from, read in one session: the chat's rows (less the round the
-        chat service opened for this turn), its activations, latest summary and evidence."""
+        """What the run is built from, read in one session that only reads: the chat's rows
+        (less the round the chat service opened for this turn), its activations, latest summary
+        and evidence."""
         services, plan = self.services, self.plan
 
         async def read(db: AsyncSession) -> _History:
@@ -516,7 +517,7 @@ class Turn:
                 rows = [row for row in rows if row.id != plan.first_round_id]
             return _History(rows, anchors, summary, question, capsule)
 
-        return await transaction(services.sessions, read, what="reading the chat")
+        return await transaction(services.reads, read, what="reading the chat")
 
     async def _compact(self) -> dict[str, Any] | None:
         """A summary before the turn, since the last request neared the context window.

@@ -1,7 +1,8 @@
 """Dependencies every route shares: the services, the database, the signed-in user.
 
 A request holds at most one pooled connection: authentication reads the session on it with one
-Core statement, and a route that needs the ORM gets a session bound to that same connection.
+Core statement (on PostgreSQL alone, with no transaction around it: `statements_alone`), and a
+route that needs the ORM gets a session bound to that same connection, in a transaction.
 Authentication and the CSRF check are one dependency, so a route that needs a user can't
 forget the CSRF check on a state-changing method.
 
@@ -23,6 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 from app.auth.keys import resolve_key
 from app.auth.sessions import Authenticated, resolve_session
 from app.auth.tokens import CSRF_COOKIE, CSRF_HEADER, SESSION_COOKIE
+from app.core.db.engine import in_transactions, statements_alone
 from app.core.errors import Forbidden, Unauthorized
 from app.observability.logs import bind_chat, bind_user
 from app.services import Services
@@ -40,6 +42,7 @@ ServicesDep = Annotated[Services, Depends(get_services)]
 
 async def get_connection(request: Request) -> AsyncIterator[AsyncConnection]:
     async with request.app.state.services.engine.connect() as connection:
+        await statements_alone(connection)
         yield connection
 
 
@@ -49,9 +52,7 @@ Connection = Annotated[AsyncConnection, Depends(get_connection, scope="function"
 
 
 async def get_db(connection: Connection) -> AsyncIterator[AsyncSession]:
-    if connection.in_transaction():
-        # End the read that authentication began, so the session owns (and commits) its own.
-        await connection.rollback()
+    await in_transactions(connection)  # the session owns (and commits) its transaction
     async with AsyncSession(bind=connection, expire_on_commit=False) as session:
         yield session
 

@@ -1,9 +1,9 @@
 """Following a chat's running turn from another request: a reload, another tab, another worker.
 
 The chat is read as the user's (a foreign or unknown chat is a 404) together with its turn lease,
-in the read authentication began on the request's connection rather than in a session of its
-own (a `ROLLBACK` and a `BEGIN` fewer for every reader that connects), with one prebuilt
-statement (building it for each reader cost 67 us, measured).
+on the request's connection as authentication read it (one statement alone, no transaction and
+no session of its own), with one prebuilt statement (building it for each reader cost 67 us,
+measured).
 A turn of this process is followed in its log directly, whatever its lease says (it may just have
 released the chat, its last events still to be read). A lease that is free or lapsed means no
 turn runs (204: the stored chat is the truth). A live lease held elsewhere is followed through the

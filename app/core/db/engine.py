@@ -13,6 +13,13 @@ each time (measured: 840 against 690 us for a checkout and one statement), six t
 a turn. (Another async driver keeps `pool_pre_ping`.) A connection that dies while in use is
 what `app.core.db.retry` is for.
 
+A request's connection runs each statement alone on PostgreSQL (`statements_alone`, autocommit)
+until the request asks for a transaction (`in_transactions`, an ORM session, `one_snapshot`):
+authentication reads one row, a reader of a live turn one more, and in a transaction of their
+own each would cost a `BEGIN` and a `ROLLBACK`, two round trips more than the read. (Under READ
+COMMITTED a transaction gives its statements nothing they don't get alone: each sees what was
+committed when it began either way.) The switch itself is the driver's, with no round trip.
+
 A view read in several statements (a chat with its messages and tool calls) reads them in one
 snapshot (`one_snapshot`): by default each statement sees what was committed when it began, so a
 sweep committing between two of them would show a round still `ok` beside its call already
@@ -108,6 +115,16 @@ def session_factory(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
     return async_sessionmaker(engine, expire_on_commit=False)
 
 
+def reads_factory(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
+    """Sessions for work that only reads, each statement alone on PostgreSQL (as
+    `statements_alone`; the pool is the engine's): a turn's history is five reads, which a
+    transaction would wrap in a `BEGIN` and a `COMMIT` that give them nothing under READ
+    COMMITTED. What must see one snapshot asks for it (`one_snapshot`)."""
+    if engine.dialect.name != "postgresql":
+        return session_factory(engine)
+    return session_factory(engine.execution_options(isolation_level="AUTOCOMMIT"))
+
+
 async def rows_changed(
     db: AsyncSession, statement: UpdateBase, values: Mapping[str, Any] | None = None
 ) -> int:
@@ -119,6 +136,25 @@ async def rows_changed(
     return result.rowcount
 
 
+async def statements_alone(connection: AsyncConnection) -> None:
+    """PostgreSQL: each statement on `connection` commits by itself, with no `BEGIN` or
+    `ROLLBACK` around it, until `in_transactions` (the pool restores the connection when it
+    goes back). SQLite opens no transaction for a read anyway: nothing to do there."""
+    if connection.dialect.name == "postgresql":
+        await connection.execution_options(isolation_level="AUTOCOMMIT")
+
+
+async def in_transactions(connection: AsyncConnection) -> None:
+    """End what authentication read on `connection`: the statements that follow share a
+    transaction again, which begins with the first of them."""
+    if connection.in_transaction():
+        await connection.rollback()
+    if connection.dialect.name == "postgresql":
+        await connection.execution_options(
+            isolation_level=connection.dialect.default_isolation_level
+        )
+
+
 async def one_snapshot(connection: AsyncConnection) -> None:
     """Make the reads that follow on `connection` see one snapshot of the database, until its
     transaction ends (the pool resets the connection when it goes back).
@@ -127,7 +163,7 @@ async def one_snapshot(connection: AsyncConnection) -> None:
     since Python's sqlite3 opens none for a SELECT and each would see the latest commit.
     """
     if connection.in_transaction():
-        await connection.rollback()  # the read that authentication began
+        await connection.rollback()  # what authentication read
     if connection.dialect.name == "sqlite":
         await connection.exec_driver_sql("BEGIN")
     else:

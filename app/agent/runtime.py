@@ -30,6 +30,10 @@ class TurnRuntime(Protocol):
     @property
     def sessions(self) -> async_sessionmaker[AsyncSession]: ...
     @property
+    def reads(self) -> async_sessionmaker[AsyncSession]:
+        """Sessions for work that only reads (`app.core.db.engine.reads_factory`)."""
+
+    @property
     def clock(self) -> Clock: ...
     @property
     def registry(self) -> ModelRegistry: ...

@@ -17,8 +17,9 @@ A request's connection runs each statement alone on PostgreSQL (`statements_alon
 until the request asks for a transaction (`in_transactions`, an ORM session, `one_snapshot`):
 authentication reads one row, a reader of a live turn one more, and in a transaction of their
 own each would cost a `BEGIN` and a `ROLLBACK`, two round trips more than the read. (Under READ
-COMMITTED a transaction gives its statements nothing they don't get alone: each sees what was
-committed when it began either way.) The switch itself is the driver's, with no round trip.
+COMMITTED a transaction gives a read nothing it doesn't get alone: each statement sees what was
+committed when it began either way; what writes several rows is back in a transaction before it
+writes.) The switch itself is the driver's, with no round trip.
 
 A view read in several statements (a chat with its messages and tool calls) reads them in one
 snapshot (`one_snapshot`): by default each statement sees what was committed when it began, so a

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import AsyncIterator
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from pydantic_ai.messages import (
@@ -26,6 +28,17 @@ from tests.support import Client
 pytestmark = pytest.mark.usefixtures("services")
 
 
+async def see(recorder: Recorder, ctx: Any, *events: Any) -> None:
+    """Pass `events` through the recorder as a run's stream passes them."""
+
+    async def stream() -> AsyncIterator[Any]:
+        for event in events:
+            yield event
+
+    passed = [event async for event in recorder.wrap_run_event_stream(ctx, stream=stream())]
+    assert passed == list(events)
+
+
 async def recorder_for(user: Client, services: Services) -> Recorder:
     chat_id = uuid.UUID((await user.post("/api/chats", json={})).json()["id"])
     return Recorder(services.sessions, chat_id, "demo/scripted", services.clock)
@@ -36,15 +49,19 @@ async def test_stop_during_a_tool_marks_it_cancelled_and_keeps_the_round(
 ) -> None:
     recorder = await recorder_for(user, services)
     await recorder._open_round()
-    await recorder.on_event(None, event=PartStartEvent(index=0, part=TextPart("Work")))  # type: ignore[arg-type]
-    await recorder.on_event(None, event=PartDeltaEvent(index=0, delta=TextPartDelta("ing")))  # type: ignore[arg-type]
+    await see(
+        recorder,
+        None,
+        PartStartEvent(index=0, part=TextPart("Work")),
+        PartDeltaEvent(index=0, delta=TextPartDelta("ing")),
+    )
     call = ToolCallPart(tool_name="list_files", args={"path": "."}, tool_call_id="c1")
     ctx = SimpleNamespace(
         deps=TurnDeps(
             user_id=uuid.uuid4(), chat_id=recorder.chat_id, file_root=Path("/nonexistent")
         )
     )
-    await recorder.on_event(ctx, event=FunctionToolCallEvent(part=call))  # type: ignore[arg-type]
+    await see(recorder, ctx, FunctionToolCallEvent(part=call))
     assert ctx.deps.call_rows == {"c1": recorder.running_tools["c1"]}  # media are named by it
     await recorder.abort("cancelled", None)
     async with services.sessions() as db:
@@ -58,7 +75,7 @@ async def test_stop_during_a_tool_marks_it_cancelled_and_keeps_the_round(
 async def test_failure_keeps_partial_text_and_error(user: Client, services: Services) -> None:
     recorder = await recorder_for(user, services)
     await recorder._open_round()
-    await recorder.on_event(None, event=PartStartEvent(index=0, part=TextPart("Half an ")))  # type: ignore[arg-type]
+    await see(recorder, None, PartStartEvent(index=0, part=TextPart("Half an ")))
     await recorder.abort("incomplete", "connection lost")
     async with services.sessions() as db:
         message = await db.scalar(select(Message).where(Message.chat_id == recorder.chat_id))

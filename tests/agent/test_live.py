@@ -4,6 +4,7 @@ the same events whenever it comes, a bounded lag, keep-alives, and nothing after
 from __future__ import annotations
 
 import asyncio
+import itertools
 import uuid
 from typing import Any, cast
 
@@ -30,8 +31,7 @@ async def test_a_reader_that_keeps_up_gets_each_event_on_its_own_numbered() -> N
     reader = asyncio.create_task(read())
     for event in ("data: 1\n\n", "data: 2\n\n", "data: 3\n\n"):
         t._emit(event)
-        await asyncio.sleep(0)  # the reader takes it before the next one
-        await asyncio.sleep(0)
+        await asyncio.sleep(1.5 * live.COALESCE_SECONDS)  # the reader takes it before the next
     t._emit(DONE_EVENT)  # held back until the end
     t.end_stream()
     await reader
@@ -41,6 +41,36 @@ async def test_a_reader_that_keeps_up_gets_each_event_on_its_own_numbered() -> N
         "id: 3\ndata: 3\n\n",
         "id: 4\ndata: [DONE]\n\n",
     ]
+
+
+async def test_events_faster_than_the_coalescing_clock_go_out_together_after_the_first() -> None:
+    """A token every millisecond: the first goes at once, the rest in writes at least
+    `COALESCE_SECONDS` apart, and the end goes as soon as it comes."""
+    t = turn()
+    writes: list[tuple[float, str]] = []
+    loop = asyncio.get_running_loop()
+
+    async def read() -> None:
+        async for chunk in t.listen().batches():
+            writes.append((loop.time(), chunk))
+
+    reader = asyncio.create_task(read())
+    started = loop.time()
+    for n in range(1, 41):
+        t._emit(f"data: {n}\n\n")
+        await asyncio.sleep(0.001)
+    t._emit(DONE_EVENT)
+    t.end_stream()
+    await reader
+    assert "".join(chunk for _, chunk in writes) == "".join(
+        [f"id: {n}\ndata: {n}\n\n" for n in range(1, 41)] + ["id: 41\ndata: [DONE]\n\n"]
+    )
+    assert writes[0] == (writes[0][0], "id: 1\ndata: 1\n\n")
+    assert writes[0][0] - started < live.COALESCE_SECONDS
+    elapsed = loop.time() - started
+    assert 2 <= len(writes) <= 2 + elapsed / live.COALESCE_SECONDS
+    gaps = [b[0] - a[0] for a, b in itertools.pairwise(writes[:-1])]  # the end goes at once
+    assert all(gap >= 0.9 * live.COALESCE_SECONDS for gap in gaps), gaps
 
 
 async def test_events_waiting_together_go_out_in_one_write_and_the_end_ends_it() -> None:

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
+import orjson
 import pytest
 from sqlalchemy import func, select
 
@@ -95,6 +96,54 @@ async def test_a_turn_in_the_other_worker_is_followed_here(
     for task in tasks:
         assert sse_events(await task) == events
     assert (await user.get(f"/api/chats/{chat_id}/stream")).status_code == 204
+
+
+async def test_a_followed_turns_events_come_in_the_notices_the_rows_only_to_catch_up(
+    user: Client,
+    fakes: dict[str, FakeProviderServer],
+    other_worker: Worker,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A reader here, attached before the model speaks: every event the turn sends from then
+    on reaches this process in a notice, with no read of the rows, and byte for byte."""
+    fake = fakes["openai"]
+    held = asyncio.Event()
+    fake.script(Reply(text="carried along " * 12, chunk_chars=3, token_interval=0.005, hold=held))
+    in_notices: set[tuple[int | None, str]] = set()
+    """(event number, its `data:` line) of each event a notice brought here."""
+    carried = relay.PostgresRelay._carried
+
+    def counting(self: relay.PostgresRelay, rest: str) -> None:
+        for _, first, events in orjson.loads(rest):
+            in_notices.update(
+                (first + offset, data.removeprefix("data: ").removesuffix("\n\n"))
+                for offset, data in enumerate(events)
+            )
+        carried(self, rest)
+
+    monkeypatch.setattr(relay.PostgresRelay, "_carried", counting)
+    chat_id = await new_chat(user)
+    async with (
+        there(user, other_worker) as remote,
+        remote.stream(
+            "POST",
+            f"/api/chats/{chat_id}/messages",
+            json={"content": "Carry it"},
+            headers={"X-CSRF-Token": user.csrf or ""},
+        ) as response,
+    ):
+        post = Events(response)
+        await post.until(2)
+        task = asyncio.create_task(follow(user.http, chat_id))
+        await asyncio.sleep(0.5)  # following, and caught up with what was sent
+        before = len(post.events)
+        held.set()
+        events = await post.rest()
+    numbered(events)
+    assert sse_events(await task) == events
+    later = events[before:]
+    assert len(later) > 40
+    assert set(later) <= in_notices
 
 
 async def published_rows(services: Services) -> int:

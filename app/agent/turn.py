@@ -32,7 +32,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -404,32 +404,51 @@ class Turn:
             ]
         )
         agent = services.models.agent(plan.model, services.registry, turn_agent)
-        async with agent.run_stream_events(
-            message_history=build_history(
-                history.rows, history.anchors, summary.covers_up_to_message_id if summary else 0
-            ),
-            instructions=[instructions(catalogue), *([summary_block(summary)] if summary else [])],
-            toolsets=[GroupToolset(services.group_call)],
-            capabilities=[
-                *guard,
-                recorder,
-                request_log,
-                *compaction,
-                MediaRouter(deps.file_root, plan.user_message_id),
-                RequestShape(services.clock, max_rounds),
-            ],
-            model_settings=model_settings(plan.model),
-            deps=deps,
-            output_type=TURN_OUTPUT,
-            deferred_tool_results=plan.resume,
-            usage_limits=UsageLimits(request_limit=max_rounds),
-            retries={"tools": UNBOUNDED_RETRIES},
-            cancellation_token=self.cancellation,
-        ) as events:
-            async for chunk in stream.transform_stream(events):
+        async with (
+            agent.run_stream_events(
+                message_history=build_history(
+                    history.rows, history.anchors, summary.covers_up_to_message_id if summary else 0
+                ),
+                instructions=[
+                    instructions(catalogue),
+                    *([summary_block(summary)] if summary else []),
+                ],
+                toolsets=[GroupToolset(services.group_call)],
+                capabilities=[
+                    *guard,
+                    recorder,
+                    request_log,
+                    *compaction,
+                    MediaRouter(deps.file_root, plan.user_message_id),
+                    RequestShape(services.clock, max_rounds),
+                ],
+                model_settings=model_settings(plan.model),
+                deps=deps,
+                output_type=TURN_OUTPUT,
+                deferred_tool_results=plan.resume,
+                usage_limits=UsageLimits(request_limit=max_rounds),
+                retries={"tools": UNBOUNDED_RETRIES},
+                cancellation_token=self.cancellation,
+            ) as events,
+            contextlib.aclosing(self._text_deltas(events, stream)) as passed,
+        ):
+            async for chunk in stream.transform_stream(passed):
                 self._emit(stream.encode_event(chunk), self._sent.take(chunk))
                 if _asks_the_user(chunk):
                     self._hand_over(stream)
+
+    async def _text_deltas(
+        self, events: AsyncIterable[Any], stream: TurnEventStream
+    ) -> AsyncGenerator[Any]:
+        """The run's events on their way to the transform, less the plain text deltas, which
+        go into the log here (`TurnEventStream.text_delta` says why). The transform asks for
+        an event only once the chunks of the one before are out, so the order holds."""
+        async for event in events:
+            chunk = stream.text_delta(event)
+            if chunk is None:
+                yield event
+            else:
+                self._emit(stream.encode_event(chunk), self._sent.take(chunk))
 
     async def _settle(
         self, recorder: Recorder, stream: TurnEventStream, context: dict[str, Any]

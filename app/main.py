@@ -45,7 +45,7 @@ from app.api.stream_schema import install as install_stream_schema
 from app.auth.tokens import CSRF_HEADER, TokenCodec
 from app.clock import Clock
 from app.core import errors
-from app.core.db.engine import create_engine, reads_factory, session_factory
+from app.core.db.engine import alone_factory, create_engine, session_factory
 from app.core.http.json import OrjsonResponse
 from app.core.http.limits import BodyLimitMiddleware
 from app.core.http.request_id import RequestIdMiddleware
@@ -82,7 +82,7 @@ def build_services(settings: Settings, clock: Clock | None = None) -> Services:
         settings=settings,
         engine=engine,
         sessions=sessions,
-        reads=reads_factory(engine),
+        alone=alone_factory(engine),
         codec=TokenCodec(settings.signing_key),
         registry=ModelRegistry.from_file(settings.providers_file),
         clock=clock,

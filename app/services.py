@@ -32,8 +32,9 @@ class Services:
     settings: Settings
     engine: AsyncEngine
     sessions: async_sessionmaker[AsyncSession]
-    reads: async_sessionmaker[AsyncSession]
-    """Sessions for work that only reads: no transaction around each statement on PostgreSQL."""
+    alone: async_sessionmaker[AsyncSession]
+    """Sessions whose statements each run alone, without a transaction, on PostgreSQL: for reads
+    and one-statement writes (`app.core.db.engine.alone_factory`)."""
     codec: TokenCodec
     registry: ModelRegistry
     clock: Clock = field(default_factory=Clock)

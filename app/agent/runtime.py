@@ -30,8 +30,8 @@ class TurnRuntime(Protocol):
     @property
     def sessions(self) -> async_sessionmaker[AsyncSession]: ...
     @property
-    def reads(self) -> async_sessionmaker[AsyncSession]:
-        """Sessions for work that only reads (`app.core.db.engine.reads_factory`)."""
+    def alone(self) -> async_sessionmaker[AsyncSession]:
+        """Sessions whose statements each run alone (`app.core.db.engine.alone_factory`)."""
 
     @property
     def clock(self) -> Clock: ...

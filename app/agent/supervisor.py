@@ -195,7 +195,9 @@ class TurnSupervisor:
             partial = [(turn, mark) for turn in self._turns.values() if (mark := turn.unsaved())]
             renewed: set[str] | None = None
             try:
-                async with self.services.sessions() as db:
+                # Each statement alone: none needs another's transaction, and the tick runs
+                # twice a second while any turn does.
+                async with self.services.alone() as db:
                     written, stopping = await leases.save_partial(
                         db, [mark.row() for _, mark in partial]
                     )

@@ -294,6 +294,7 @@ class Turn:
             plan.user_message_id,
             plan.first_round_id,
             metrics=self.services.metrics,
+            alone=self.services.alone,
         )
         self.recorder = recorder
         self.asking = asking = TurnAsking(
@@ -507,7 +508,7 @@ class Turn:
                 db, self.plan.chat_id, question=self.plan.user_message_id
             )
 
-        rows = await transaction(self.services.reads, read, what="reading citations")
+        rows = await transaction(self.services.alone, read, what="reading citations")
         passages = evidence.cited(rows)
         return (recorder.message_ids[-1], passages) if passages else None
 
@@ -536,7 +537,7 @@ class Turn:
                 rows = [row for row in rows if row.id != plan.first_round_id]
             return _History(rows, anchors, summary, question, capsule)
 
-        return await transaction(services.reads, read, what="reading the chat")
+        return await transaction(services.alone, read, what="reading the chat")
 
     async def _compact(self) -> dict[str, Any] | None:
         """A summary before the turn, since the last request neared the context window.

@@ -1,10 +1,10 @@
-"""`statements_alone`, `in_transactions` and the reads' sessions: transactions where they count.
+"""`statements_alone`, `in_transactions` and the `alone` sessions: transactions where they count.
 
 A request's authentication read runs alone on PostgreSQL (no `BEGIN`/`ROLLBACK` around it), and
-so do a turn's history reads; whatever writes afterwards on the same connection, or on the same
-pooled connection later, must be in a transaction again, or a write of several statements could
-land in part. `now()` tells the two apart: within a transaction it is the transaction's start,
-alone it is each statement's own."""
+so do a turn's history reads and its one-statement writes; whatever writes afterwards on the
+same connection, or on the same pooled connection later, must be in a transaction again, or a
+write of several statements could land in part. `now()` tells the two apart: within a
+transaction it is the transaction's start, alone it is each statement's own."""
 
 from __future__ import annotations
 
@@ -95,8 +95,10 @@ async def test_a_connection_back_from_a_request_is_in_transactions_for_the_next(
 
 
 @pytest.mark.usefixtures("postgresql")
-async def test_reads_sessions_run_alone_and_write_sessions_do_not(services: Services) -> None:
-    async with services.reads() as db:
+async def test_alone_sessions_run_each_statement_alone_and_the_others_do_not(
+    services: Services,
+) -> None:
+    async with services.alone() as db:
         first, second = await _now_twice(db)
         assert second > first
     async with services.sessions() as db:

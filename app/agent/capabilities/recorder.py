@@ -231,8 +231,11 @@ class Recorder(AbstractCapability[TurnDeps]):
         question_id: int = 0,
         first_round_id: int | None = None,
         metrics: Reporter = NO_METRICS,
+        alone: async_sessionmaker[AsyncSession] | None = None,
     ) -> None:
         self.sessions = sessions
+        self.alone = alone or sessions
+        """Where a write of one statement runs (`app.core.db.engine.alone_factory`)."""
         self.metrics = metrics
         self.chat_id = chat_id
         self.model_id = model_id
@@ -659,12 +662,13 @@ class Recorder(AbstractCapability[TurnDeps]):
     async def _write(
         self, statement: Executable, what: str, values: dict[str, Any] | None = None
     ) -> None:
-        """One statement in a transaction of its own, tried again on a dropped connection."""
+        """One statement, alone (atomic by itself: no `BEGIN` and `COMMIT` around it), tried
+        again on a dropped connection."""
 
         async def run(db: AsyncSession) -> None:
             await db.execute(statement, values)
 
-        await transaction(self.sessions, run, what=what)
+        await transaction(self.alone, run, what=what)
 
     @staticmethod
     async def _is_streaming(db: AsyncSession, message_id: int) -> bool:

@@ -335,19 +335,29 @@ class PostgresRelay:
     def _carried(self, rest: str) -> None:
         """Append the events a `d` notice carries to the replicas they continue; a replica
         they do not continue (it missed some) reads the rows instead."""
+        try:
+            parsed = orjson.loads(rest)
+            if not isinstance(parsed, list):
+                raise TypeError("not a list of turns")
+            carried = [(str(o), int(f), [str(d) for d in e]) for o, f, e in parsed]
+        except (ValueError, TypeError):  # not hearth's: every replica reads the rows instead
+            log.warning("a live-turn notice could not be read: %.80s", rest)
+            self._dirty.update(self._replicas)
+            self._read_wake.set()
+            return
         behind = False
-        for owner, first, events in orjson.loads(rest):
+        for owner, first, events in carried:
             replica = self._replicas.get(owner)
             if replica is None:
                 continue
-            log = replica.log
-            if first > len(log) + 1:
+            turn_log = replica.log
+            if first > len(turn_log) + 1:
                 self._dirty.add(owner)
                 behind = True
                 continue
-            for data in events[len(log) + 1 - first :]:
-                log.append(data)
-            if len(log):
+            for data in events[len(turn_log) + 1 - first :]:
+                turn_log.append(data)
+            if len(turn_log):
                 replica.first.set()
         if behind:
             self._read_wake.set()

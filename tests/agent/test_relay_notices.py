@@ -1,11 +1,16 @@
 """The notices that carry a published turn's events to the other workers: every event once, in
-order, each notice within PostgreSQL's limit, and an event too large left to the rows."""
+order, each notice within PostgreSQL's limit, an event too large left to the rows, and a
+notice that is not hearth's sending the replicas to the rows."""
 
 from __future__ import annotations
 
+import uuid
+
 import orjson
 
-from app.agent.relay import NOTICE_BYTES, event_notices
+from app.agent.live import LiveTurns, TurnLog
+from app.agent.relay import CHANNEL, NOTICE_BYTES, PostgresRelay, Replica, event_notices
+from app.clock import Clock
 
 
 def carried(notices: list[str]) -> dict[str, list[tuple[int, str]]]:
@@ -64,3 +69,17 @@ def test_an_event_too_large_leaves_it_and_the_turns_later_events_to_the_rows() -
 
 def test_nothing_to_carry_sends_no_notice() -> None:
     assert event_notices([]) == ([], [])
+
+
+async def test_a_notice_that_is_not_hearths_sends_the_replicas_to_the_rows() -> None:
+    """Anything else on the channel is not taken for events: the replicas read the rows."""
+    relay = PostgresRelay("postgresql+asyncpg://u@127.0.0.1/db", LiveTurns(), Clock())
+    replica = Replica(TurnLog(uuid.uuid4(), "elsewhere"))
+    relay._replicas["elsewhere"] = replica
+    for payload in ("d not json", 'd [["elsewhere", "x", 3]]', "d {}", 'd [["elsewhere"]]'):
+        relay._dirty.clear()
+        relay._notice(None, 1, CHANNEL, payload)
+        assert relay._dirty == {"elsewhere"} and len(replica.log) == 0, payload
+    relay._dirty.clear()
+    relay._notice(None, 1, CHANNEL, 'd [["elsewhere", 1, ["data: a\\n\\n"]]]')
+    assert replica.log.data == ["data: a\n\n"] and not relay._dirty

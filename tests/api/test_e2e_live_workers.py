@@ -9,6 +9,7 @@ workers behind a load balancer are; the test's own server is the first.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -46,6 +47,23 @@ def there(user: Client, worker: Worker) -> httpx.AsyncClient:
     return http_client(base_url=worker.base_url, cookies=user.http.cookies, timeout=30)
 
 
+@contextlib.asynccontextmanager
+async def posting_there(
+    user: Client, worker: Worker, chat_id: str, content: str
+) -> AsyncIterator[Events]:
+    """A message sent to the other worker, its stream read as it comes."""
+    async with (
+        there(user, worker) as remote,
+        remote.stream(
+            "POST",
+            f"/api/chats/{chat_id}/messages",
+            json={"content": content},
+            headers={"X-CSRF-Token": user.csrf or ""},
+        ) as response,
+    ):
+        yield Events(response)
+
+
 async def test_a_reader_in_another_worker_gets_the_turn_byte_for_byte(
     user: Client, fakes: dict[str, FakeProviderServer], other_worker: Worker
 ) -> None:
@@ -77,16 +95,7 @@ async def test_a_turn_in_the_other_worker_is_followed_here(
     held = asyncio.Event()
     fake.script(Reply(text="from over there " * 10, chunk_chars=4, hold=held))
     chat_id = await new_chat(user)
-    async with (
-        there(user, other_worker) as remote,
-        remote.stream(
-            "POST",
-            f"/api/chats/{chat_id}/messages",
-            json={"content": "Run it there"},
-            headers={"X-CSRF-Token": user.csrf or ""},
-        ) as response,
-    ):
-        post = Events(response)
+    async with posting_there(user, other_worker, chat_id, "Run it there") as post:
         await post.until(2)
         tasks = [asyncio.create_task(follow(user.http, chat_id)) for _ in range(3)]
         await asyncio.sleep(0.3)  # the readers attach while the model has said nothing
@@ -102,6 +111,7 @@ async def test_a_followed_turns_events_come_in_the_notices_the_rows_only_to_catc
     user: Client,
     fakes: dict[str, FakeProviderServer],
     other_worker: Worker,
+    services: Services,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A reader here, attached before the model speaks: every event the turn sends from then
@@ -123,19 +133,17 @@ async def test_a_followed_turns_events_come_in_the_notices_the_rows_only_to_catc
 
     monkeypatch.setattr(relay.PostgresRelay, "_carried", counting)
     chat_id = await new_chat(user)
-    async with (
-        there(user, other_worker) as remote,
-        remote.stream(
-            "POST",
-            f"/api/chats/{chat_id}/messages",
-            json={"content": "Carry it"},
-            headers={"X-CSRF-Token": user.csrf or ""},
-        ) as response,
-    ):
-        post = Events(response)
+    async with posting_there(user, other_worker, chat_id, "Carry it") as post:
         await post.until(2)
         task = asyncio.create_task(follow(user.http, chat_id))
-        await asyncio.sleep(0.5)  # following, and caught up with what was sent
+        relayed = services.turns.relay
+        assert relayed is not None
+
+        def caught_up() -> bool:  # the replica here holds every event the turn has sent
+            replicas = list(relayed._replicas.values())
+            return len(replicas) == 1 and len(replicas[0].log) >= len(post.events) >= 2
+
+        await wait_until(caught_up, failure="the reader here never caught up")
         before = len(post.events)
         held.set()
         events = await post.rest()

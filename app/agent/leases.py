@@ -11,11 +11,12 @@ receives it.
 
 from __future__ import annotations
 
+import functools
 import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import bindparam, case, exists, func, or_, select, update
+from sqlalchemy import Update, bindparam, case, exists, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -47,7 +48,7 @@ _ACQUIRE_FOR_MESSAGE = _ACQUIRE.where(
 ).values(updated_at=bindparam("now"), title=func.coalesce(Chat.title, bindparam("new_title")))
 _RELEASE = (
     update(Chat)
-    .where(Chat.id == bindparam("chat_id"), Chat.turn_owner == bindparam("owner"))
+    .where(Chat.id == bindparam("of_chat"), Chat.turn_owner == bindparam("owner"))
     .values(
         turn_owner=None,
         turn_lease_until=None,
@@ -224,7 +225,17 @@ async def renew(db: AsyncSession, owners: list[str], now: datetime, lease: timed
 
 
 async def release(db: AsyncSession, chat_id: uuid.UUID, owner: str, now: datetime) -> None:
-    await db.execute(_RELEASE, {"chat_id": chat_id, "owner": owner, "now": now})
+    await db.execute(_RELEASE, {"of_chat": chat_id, "owner": owner, "now": now})
+
+
+@functools.cache
+def release_after(closing: tuple[Update, ...]) -> Update:
+    """The release of a chat (values `of_chat`, `owner`, `now`) with the updates `closing`
+    ahead of it in the same statement, as data-modifying CTEs (PostgreSQL), which run whether
+    or not the release reads them: one round trip where a transaction of them takes two more
+    for each update, and the `BEGIN` and `COMMIT` (`bench/turn_writes.py` counts them).
+    Built once per combination: a turn's end has a few."""
+    return _RELEASE.add_cte(*(update.cte(f"closing_{i}") for i, update in enumerate(closing)))
 
 
 async def request_stop(

@@ -58,7 +58,8 @@ class TurnSupervisor:
         self.relay: PostgresRelay | None = None
         """On PostgreSQL: the turns of other processes, followed through the database."""
         url = services.settings.database_url
-        if make_url(url).get_backend_name() == "postgresql":
+        self._postgres = make_url(url).get_backend_name() == "postgresql"
+        if self._postgres:
             self.relay = PostgresRelay(url, self.live, services.clock)
 
     @property
@@ -128,15 +129,30 @@ class TurnSupervisor:
                 self.live.close(turn.log)
 
     async def _release(self, turn: Turn) -> None:
-        """Close what the turn left open and let go of its chat, in one transaction: if it
-        fails, the lease lapses and a sweep settles the chat (`app.agent.leases.sweep`)."""
+        """Close what the turn left open and let go of its chat, all or nothing: if it fails,
+        the lease lapses and a sweep settles the chat (`app.agent.leases.sweep`).
+
+        On PostgreSQL that is one statement, run alone (`leases.release_after`); elsewhere one
+        transaction."""
         plan = turn.plan
+        closing, values = turn.leftovers()
+        values = {**values, "of_chat": plan.chat_id, "owner": plan.owner}
+        values["now"] = values.get("now") or self.services.clock.now()
+        if self._postgres:
+            statement = leases.release_after(closing)
 
-        async def release(db: AsyncSession) -> None:
-            await turn.close_leftovers(db)
-            await leases.release(db, plan.chat_id, plan.owner, self.services.clock.now())
+            async def release(db: AsyncSession) -> None:
+                await db.execute(statement, values)
 
-        await transaction(self.services.sessions, release, what="closing a turn")
+            await transaction(self.services.alone, release, what="closing a turn")
+            return
+
+        async def release_in_steps(db: AsyncSession) -> None:
+            for statement in closing:
+                await db.execute(statement, values)
+            await leases.release(db, plan.chat_id, plan.owner, values["now"])
+
+        await transaction(self.services.sessions, release_in_steps, what="closing a turn")
 
     @contextlib.asynccontextmanager
     async def holding(self, owner: str) -> AsyncIterator[None]:

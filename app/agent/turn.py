@@ -18,8 +18,8 @@ running (the call waits for the answer, holding the lease), and the request that
 continues the same stream (`answer_elicitation`), starting with `start` of the same message
 (`app.agent.asks`).
 
-However a turn ends, it leaves nothing open (`Recorder.close_leftovers`, in the transaction
-that releases the chat), and what a user sees of a failure of hearth's own is a generic message
+However a turn ends, it leaves nothing open (`Recorder.leftovers`, with the statement that
+releases the chat), and what a user sees of a failure of hearth's own is a generic message
 with the request id (`app.agent.stream.user_facing_error`); the log line keeps the full text,
 the chat and the request id. A tool's errors are the model's to correct, not the turn's end: a
 tool may fail any number of times, so only `HEARTH_MAX_ROUNDS` bounds a model that keeps
@@ -49,6 +49,7 @@ from pydantic_ai.ui.vercel_ai.response_types import (
     StartChunk,
 )
 from pydantic_ai.usage import UsageLimits
+from sqlalchemy import Update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from app.agent.activations import load_anchors
@@ -492,11 +493,12 @@ class Turn:
             self.end_stored = False
             log.exception("closing the turn in chat %s failed", self.plan.chat_id)
 
-    async def close_leftovers(self, db: AsyncSession) -> None:
-        """Fail what the turn left open (`Recorder.close_leftovers`), in the transaction that
-        releases its chat."""
-        if self.recorder is not None:
-            await self.recorder.close_leftovers(db, self.ended, holds_chat=not self.lease_lost)
+    def leftovers(self) -> tuple[tuple[Update, ...], dict[str, Any]]:
+        """The statements that fail what the turn left open (`Recorder.leftovers`), to run
+        with the one that releases its chat, and their values."""
+        if self.recorder is None:
+            return (), {}
+        return self.recorder.leftovers(self.ended, holds_chat=not self.lease_lost)
 
     async def _citations(self, recorder: Recorder) -> tuple[int, list[EvidenceRow]] | None:
         """The question's cited passages and its latest message, once a round of it is stored."""

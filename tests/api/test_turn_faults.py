@@ -17,7 +17,7 @@ from uuid import UUID
 
 import httpx
 import pytest
-from sqlalchemy import select, update
+from sqlalchemy import Update, func, select, update
 
 from app.agent import leases
 from app.agent import turn as turns_module
@@ -528,7 +528,15 @@ async def test_what_a_turn_left_open_is_closed_with_its_release_or_not_at_all(
         async def broken_release(*args: Any, **kwargs: Any) -> None:
             raise RuntimeError("the release failed")
 
+        release_after = leases.release_after
+
+        def broken_release_after(closing: tuple[Update, ...]) -> Update:
+            # PostgreSQL releases in one statement, with the leftovers' updates: it fails in
+            # the database.
+            return release_after(closing).where(func.sqrt(-1) > 0)
+
         monkeypatch.setattr(leases, "release", broken_release)
+        monkeypatch.setattr(leases, "release_after", broken_release_after)
     fake = fakes["openai"]
     writing = asyncio.Event()
     fake.script(Reply(text="Done.", hold=writing))

@@ -21,7 +21,7 @@ A pydantic-ai capability, so it sees every round whichever way the run is driven
   decisions the same row goes on: `running` -> `done` / `failed`, or `rejected`.
 
 When a turn ends abnormally the turn runner calls `abort`, which closes whatever is open, and
-whatever way it ends `close_leftovers` fails any call of the chat still `running`: no row outlives
+whatever way it ends `leftovers` fails any call of the chat still `running`: no row outlives
 its turn in a state that says it is still going. The statements every turn runs are built once
 (`app.chats.repository` says why).
 Every write is its own short transaction: what happened is stored as soon as it happened. A write
@@ -189,7 +189,7 @@ _FAIL_CALLS = (
 _FAIL_OWN_CALLS = (
     update(ChatLlmTool)
     .where(
-        ChatLlmTool.message_id.in_(bindparam("rounds", expanding=True)),
+        ChatLlmTool.message_id.in_(bindparam("own_rounds", expanding=True)),
         ChatLlmTool.status == "running",
     )
     .values(status="failed", result=bindparam("reason"), updated_at=bindparam("now"))
@@ -637,13 +637,13 @@ class Recorder(AbstractCapability[TurnDeps]):
 
         await transaction(self.sessions, close, what="closing an interrupted turn")
 
-    async def close_leftovers(
-        self, db: AsyncSession, error: str | None, *, holds_chat: bool = True
-    ) -> None:
-        """Fail whatever this turn left open, whichever way it ended: a round still `streaming`,
-        a call of the chat still `running` (the turn holds the chat's lease, so they are its).
-        It runs in the transaction that releases the chat (`TurnSupervisor`): one commit for
-        both, and neither without the other.
+    def leftovers(
+        self, error: str | None, *, holds_chat: bool = True
+    ) -> tuple[tuple[Update, ...], dict[str, Any]]:
+        """The statements that fail whatever this turn left open, with their values: a round
+        still `streaming`, a call of the chat still `running` (the turn holds the chat's lease,
+        so they are its). They run with the statement that releases the chat (`TurnSupervisor`):
+        one commit for all, and none without the others.
 
         A turn that lost the chat's lease (`holds_chat` false) touches its own rounds' calls
         only: another turn may hold the chat by now, and its running calls are not this one's.
@@ -651,13 +651,21 @@ class Recorder(AbstractCapability[TurnDeps]):
         self.running_tools.clear()
         reason = error or UNFINISHED_CALL
         rounds = [*self.message_ids, *([self.paused_round] if self.paused_round else [])]
+        statements: list[Update] = []
         if self.message_ids:
-            await db.execute(_FAIL_ROUNDS, {"rounds": self.message_ids, "reason": reason})
-        now = self.clock.now()
+            statements.append(_FAIL_ROUNDS)
         if holds_chat:
-            await db.execute(_FAIL_CALLS, {"of_chat": self.chat_id, "reason": reason, "now": now})
+            statements.append(_FAIL_CALLS)
         elif rounds:
-            await db.execute(_FAIL_OWN_CALLS, {"rounds": rounds, "reason": reason, "now": now})
+            statements.append(_FAIL_OWN_CALLS)
+        values = {
+            "rounds": self.message_ids,
+            "own_rounds": rounds,
+            "reason": reason,
+            "of_chat": self.chat_id,
+            "now": self.clock.now(),
+        }
+        return tuple(statements), values
 
     async def _write(
         self, statement: Executable, what: str, values: dict[str, Any] | None = None

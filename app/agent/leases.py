@@ -90,6 +90,39 @@ async def acquire(
     return bool(await rows_changed(db, statement, values))
 
 
+_CLAIM_FOR_MESSAGE = (
+    _ACQUIRE_FOR_MESSAGE.where(Chat.turn_owner.is_(None))
+    .returning(Chat)
+    .execution_options(populate_existing=True)
+)
+
+
+async def claim_for_message(
+    db: AsyncSession,
+    chat_id: uuid.UUID,
+    user_id: uuid.UUID,
+    owner: str,
+    now: datetime,
+    lease: timedelta,
+    *,
+    title: str | None,
+) -> Chat | None:
+    """`acquire(for_message=True)` of a chat that no turn holds or left behind (its owner is
+    null), returning the chat as the statement left it: sending reads and takes the chat in
+    one statement. None for any other chat (not the user's, held, or left by a dead turn whose
+    leftovers need settling first): the caller then reads it and goes the long way
+    (`app.chats.service`)."""
+    values = {
+        "chat_id": chat_id,
+        "of_user": user_id,
+        "now": now,
+        "owner": owner,
+        "lease_until": now + lease,
+        "new_title": title,
+    }
+    return await db.scalar(_CLAIM_FOR_MESSAGE, values)
+
+
 INTERRUPTED_ROUND = "This answer was cut off: the hearth worker writing it stopped before the end."
 INTERRUPTED_CALL = "The tool call did not finish: the hearth worker running it stopped."
 INTERRUPTED_WAIT = "The tool call was not run: the hearth worker resuming the turn stopped first."

@@ -252,7 +252,15 @@ async def send_message(
 ) -> Turn:
     """Store the user's message under `parent` and start the turn that answers it; `quota` is
     the user's own (null: the defaults apply)."""
-    chat = await owned_chat(db, user_id, chat_id)
+    now = services.clock.now()
+    owner = services.turns.new_owner()
+    chat = await leases.claim_for_message(
+        db, chat_id, user_id, owner, now, services.turns.lease, title=title_from(content)
+    )
+    claimed = chat is not None
+    if chat is None:  # not the user's, held, or left by a dead turn: the long way
+        chat = await owned_chat(db, user_id, chat_id)
+    # What is refused below rolls the claim back with the transaction.
     if not content.strip() and not attachments:
         raise Invalid(("body", "content"), "a message needs content or an attachment")
     model = usable_model(services, model_id or chat.model)
@@ -271,25 +279,25 @@ async def send_message(
         )
         if owned != len(attached):
             raise NotFound("upload not found")
-    now = services.clock.now()
     limits = await _within_quota(services, db, user_id, quota, now)
-    title = title_from(content) if chat.title is None else None
-    owner = await _take_lease(services, db, chat, now, for_message=True, title=title)
-    if owner is None:
-        raise await _refuse_busy(db, chat_id)
-    message = Message(
-        chat_id=chat_id,
-        parent_id=parent_id,
-        role="user",
-        content=content,
-        status="ok",
-        meta={"attachments": [str(a) for a in attached]} if attached else {},
-        created_at=now,
-    )
-    db.add(message)
-    await db.flush()
+    if not claimed:
+        title = title_from(content) if chat.title is None else None
+        taken = await _take_lease(services, db, chat, now, for_message=True, title=title)
+        if taken is None:
+            raise await _refuse_busy(db, chat_id)
+        owner = taken
     _follow_root(chat, old_root, content)
-    return await _start_answer(services, db, chat, owner, message.id, model, limits)
+    question_id, first_round_id = await repository.add_question(
+        db,
+        chat,
+        parent_id=parent_id,
+        content=content,
+        meta={"attachments": [str(a) for a in attached]} if attached else {},
+        model_id=model.id,
+        now=now,
+    )
+    await db.commit()
+    return _launch(services, chat, owner, question_id, first_round_id, model, limits)
 
 
 async def _within_quota(
@@ -321,13 +329,26 @@ async def _start_answer(
     await db.flush()
     chat.active_leaf_id = first_round.id
     await db.commit()
+    return _launch(services, chat, owner, question_id, first_round.id, model, limits)
+
+
+def _launch(
+    services: Services,
+    chat: Chat,
+    owner: str,
+    question_id: int,
+    first_round_id: int,
+    model: ModelInfo,
+    limits: Limits,
+) -> Turn:
+    """Launch the turn that answers `question_id`, its first round stored and committed."""
     plan = TurnPlan(
         owner=owner,
         user_id=chat.user_id,
         chat_id=chat.id,
         user_message_id=question_id,
         model=model,
-        first_round_id=first_round.id,
+        first_round_id=first_round_id,
         limits=limits,
     )
     return services.turns.launch(plan)

@@ -64,7 +64,7 @@ from app.agent.leases import INTERRUPTED_ROUND
 from app.agent.live import DONE_EVENT, Reader, TurnLog
 from app.agent.partial import Mark, SentText
 from app.agent.quotas import Limits, QuotaGuard
-from app.agent.rows import StoredMessage, load_rows
+from app.agent.rows import StoredMessage, load_path
 from app.agent.runtime import TurnRuntime
 from app.agent.stream import (
     SDK_VERSION,
@@ -517,13 +517,13 @@ class Turn:
     async def _history(self) -> _History:
         """What the run is built from, read in one session that only reads: the chat's rows
         (less the round the chat service opened for this turn), its activations, latest summary
-        and evidence."""
+        and evidence, each only when the path has any (`app.agent.rows.Beside`)."""
         services, plan = self.services, self.plan
 
         async def read(db: AsyncSession) -> _History:
-            rows = await load_rows(db, plan.chat_id)
-            anchors = await load_anchors(db, plan.chat_id)
-            summary = await latest_summary(db, plan.chat_id)
+            rows, beside = await load_path(db, plan.chat_id)
+            anchors = await load_anchors(db, plan.chat_id) if beside.activations else {}
+            summary = await latest_summary(db, plan.chat_id) if beside.summaries else None
             budget = services.settings.search_budget
             question = (
                 await evidence.load_question(db, plan.chat_id, plan.user_message_id, budget)
@@ -532,7 +532,7 @@ class Turn:
             )
             capsule = (
                 await evidence.earlier_capsule(db, plan.chat_id, plan.user_message_id)
-                if services.settings.compact_tool_returns
+                if services.settings.compact_tool_returns and beside.evidence
                 else None
             )
             if plan.first_round_id is not None:

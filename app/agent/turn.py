@@ -377,7 +377,7 @@ class Turn:
             asks=self.asking.for_call if self.asking is not None else None,
         )
         request_log = RequestLog(
-            services.sessions,
+            services.alone,
             user_id=plan.user_id,
             chat_id=plan.chat_id,
             model_id=plan.model.id,

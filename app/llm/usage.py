@@ -20,11 +20,13 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import BigInteger, Date, bindparam, cast, exists, func, insert, literal, select
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession, async_sessionmaker
 
 from app.core.db.base import Base
+from app.core.db.engine import dialect_of
+from app.core.db.retry import insert_once, transaction
 from app.llm.config import Pricing
 from app.models import LlmRequest, UsageDaily
 
@@ -65,6 +67,78 @@ async def count(db: AsyncSession, rows: Sequence[Base]) -> None:
                 **values,
             },
         )
+
+
+REQUEST_COLUMNS = (
+    "user_id",
+    "chat_id",
+    "message_id",
+    "model",
+    "provider",
+    "started_at",
+    "duration_ms",
+    "error",
+    *TOKEN_COLUMNS,
+)
+"""What a turn's request log writes of a request (`log_request`)."""
+
+
+@functools.cache
+def _log_and_count() -> Any:
+    """PostgreSQL: a request's row and its addition to the user's day (`count`), in one
+    statement (the row a data-modifying CTE, the upsert reading it), which inserts nothing when
+    the chat already has a request that started at the same instant: tried again after its
+    connection dropped, it lands once. Run alone, it is one round trip where a transaction
+    takes four. Built once; its values are `req_` and the column's name."""
+    requests, days = (Base.metadata.tables[name] for name in ("llm_requests", "usage_daily"))
+    request = requests.c
+    value = {name: bindparam(f"req_{name}", type_=request[name].type) for name in REQUEST_COLUMNS}
+    landed = exists().where(
+        request.chat_id == value["chat_id"], request.started_at == value["started_at"]
+    )
+    logged = (
+        insert(requests)
+        .from_select(list(value), select(*value.values()).where(~landed))
+        .returning(request.user_id, request.model, request.started_at)
+        .returning(*(request[name] for name in TOKEN_COLUMNS))
+        .cte("logged")
+    )
+    day = cast(func.timezone("UTC", logged.c.started_at), Date)
+    added = select(
+        logged.c.user_id,
+        logged.c.model,
+        day,
+        literal(1, BigInteger),
+        *(func.coalesce(logged.c[name], 0) for name in TOKEN_COLUMNS),
+    ).where(logged.c.user_id.is_not(None))
+    statement = postgresql.insert(days).from_select(
+        ["user_id", "model", "day", "requests", *TOKEN_COLUMNS], added
+    )
+    return statement.on_conflict_do_update(
+        index_elements=["user_id", "model", "day"],
+        set_={
+            "requests": days.c.requests + 1,
+            **{name: days.c[name] + statement.excluded[name] for name in TOKEN_COLUMNS},
+        },
+    )
+
+
+async def log_request(sessions: async_sessionmaker[AsyncSession], values: dict[str, Any]) -> None:
+    """Store a turn's model request (`values`: `REQUEST_COLUMNS`, tokens left out when the
+    request got no response) and add it to the user's day, exactly once however often it is
+    tried. On PostgreSQL one statement (`_log_and_count`), which `sessions` should run alone
+    (`alone_factory`); elsewhere `insert_once`, then `count`, in one transaction."""
+    if dialect_of(sessions) != "postgresql":
+        await insert_once(
+            sessions, lambda: [LlmRequest(**values)], what="logging a model request", then=count
+        )
+        return
+    bound = {f"req_{name}": values.get(name) for name in REQUEST_COLUMNS}
+
+    async def write(db: AsyncSession) -> None:
+        await db.execute(_log_and_count(), bound)
+
+    await transaction(sessions, write, what="logging a model request")
 
 
 @dataclass(frozen=True, slots=True)

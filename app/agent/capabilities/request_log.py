@@ -4,8 +4,8 @@ A capability wrapping each model request: it hands the request and its streamed 
 through untouched and only observes — the duration, the tokens split four ways, and the error
 text of a request that failed or was cancelled. The row is written even when the turn is being
 cancelled (the write is shielded), so stopped requests are on record too, and exactly once when
-its connection drops (`app.core.db.retry.insert_once`), with the user's usage totals in the same
-transaction (`app.llm.usage.count`).
+its connection drops, with the user's usage totals in the same transaction
+(`app.llm.usage.log_request`: one statement on PostgreSQL).
 
 A streamed response fails in the task that consumes the stream, and pydantic-ai then cancels the
 task running `wrap_model_request`; so the error is caught where the events flow past
@@ -26,9 +26,7 @@ from pydantic_ai.messages import ModelResponse
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.clock import Clock
-from app.core.db.retry import insert_once
 from app.llm import usage
-from app.models import LlmRequest
 from app.observability.metrics import NO_METRICS, Reporter, report_model_request
 from app.tools.deps import TurnDeps
 
@@ -115,11 +113,4 @@ class RequestLog(AbstractCapability[TurnDeps]):
                 values["cache_write_tokens"] = response.usage.cache_write_tokens or 0
             first = self._first_event
             report_model_request(self.metrics, values, first - started if first else None)
-            await asyncio.shield(
-                insert_once(
-                    self.sessions,
-                    lambda: [LlmRequest(**values)],
-                    what="logging a model request",
-                    then=usage.count,
-                )
-            )
+            await asyncio.shield(usage.log_request(self.sessions, values))

@@ -119,13 +119,19 @@ def session_factory(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
 def alone_factory(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
     """Sessions whose statements each run alone on PostgreSQL (as `statements_alone`; the pool
     is the engine's), for reads that need no common snapshot and for a write of one statement:
-    a turn's history is five reads, and a round's end one update, which a transaction would
+    a turn's history is a read or a few, and a round's end one update, which a transaction would
     wrap in a `BEGIN` and a `COMMIT` that give them nothing under READ COMMITTED (two round
     trips, measured at 0.3 ms of the worker's CPU each). What must see one snapshot asks for it
     (`one_snapshot`); what writes more than one statement uses `session_factory`'s sessions."""
     if engine.dialect.name != "postgresql":
         return session_factory(engine)
     return session_factory(engine.execution_options(isolation_level="AUTOCOMMIT"))
+
+
+def dialect_of(sessions: async_sessionmaker[AsyncSession]) -> str:
+    """The kind of database `sessions` talk to (`postgresql`, `sqlite`)."""
+    bind: AsyncEngine = sessions.kw["bind"]
+    return bind.dialect.name
 
 
 async def rows_changed(

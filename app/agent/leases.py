@@ -77,17 +77,24 @@ async def acquire(
     that no tool call waits for the user's approval, marks the chat updated and gives it
     `title` if it has none: sending a message checks and writes the chat row in one UPDATE.
     """
-    values = {
+    values = _acquiring(chat_id, user_id, owner, now, lease)
+    if for_message:
+        values["new_title"] = title
+    statement = _ACQUIRE_FOR_MESSAGE if for_message else _ACQUIRE
+    return bool(await rows_changed(db, statement, values))
+
+
+def _acquiring(
+    chat_id: uuid.UUID, user_id: uuid.UUID, owner: str, now: datetime, lease: timedelta
+) -> dict[str, Any]:
+    """The values of `_ACQUIRE` and the statements built on it."""
+    return {
         "chat_id": chat_id,
         "of_user": user_id,
         "now": now,
         "owner": owner,
         "lease_until": now + lease,
     }
-    if for_message:
-        values["new_title"] = title
-    statement = _ACQUIRE_FOR_MESSAGE if for_message else _ACQUIRE
-    return bool(await rows_changed(db, statement, values))
 
 
 _CLAIM_FOR_MESSAGE = (
@@ -112,14 +119,7 @@ async def claim_for_message(
     one statement. None for any other chat (not the user's, held, or left by a dead turn whose
     leftovers need settling first): the caller then reads it and goes the long way
     (`app.chats.service`)."""
-    values = {
-        "chat_id": chat_id,
-        "of_user": user_id,
-        "now": now,
-        "owner": owner,
-        "lease_until": now + lease,
-        "new_title": title,
-    }
+    values = {**_acquiring(chat_id, user_id, owner, now, lease), "new_title": title}
     return await db.scalar(_CLAIM_FOR_MESSAGE, values)
 
 

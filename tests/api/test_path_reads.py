@@ -31,6 +31,27 @@ async def new_chat(user: Client) -> uuid.UUID:
     return uuid.UUID(reply.json()["id"])
 
 
+async def add_call(
+    services: Services, chat_id: uuid.UUID, message_id: int, tool_call_id: str
+) -> None:
+    """A finished tool call of `message_id`, as the recorder leaves one."""
+    now = services.clock.now()
+    async with services.sessions() as db:
+        db.add(
+            ChatLlmTool(
+                chat_id=chat_id,
+                message_id=message_id,
+                tool_call_id=tool_call_id,
+                name="list_files",
+                status="done",
+                result="[]",
+                created_at=now,
+                updated_at=now,
+            )
+        )
+        await db.commit()
+
+
 async def send(user: Client, chat_id: uuid.UUID, content: str) -> None:
     """A turn, to the end of its stream: `[DONE]` comes once the turn has let go of the chat."""
     response = await user.post(f"/api/chats/{chat_id}/messages", json={"content": content})
@@ -50,19 +71,7 @@ async def test_the_path_tells_what_hangs_off_it(user: Client, services: Services
     assert [row.id for row in rows] == [question.id, answer.id]
     assert beside == Beside()
 
-    async with services.sessions() as db:
-        db.add(
-            ChatLlmTool(
-                chat_id=chat_id,
-                message_id=answer.id,
-                tool_call_id="call_1",
-                name="list_files",
-                status="done",
-                created_at=now,
-                updated_at=now,
-            )
-        )
-        await db.commit()
+    await add_call(services, chat_id, answer.id, "call_1")
     async with services.alone() as db:
         rows, beside = await load_path(db, chat_id)
     assert beside == Beside(calls=True)
@@ -152,22 +161,36 @@ async def test_a_turn_reads_only_what_its_path_has(
 
     async with services.sessions() as db:
         leaf = await db.scalar(select(Chat.active_leaf_id).where(Chat.id == chat_id))
-        assert leaf is not None
-        now = services.clock.now()
-        db.add(
-            ChatLlmTool(
-                chat_id=chat_id,
-                message_id=leaf,
-                tool_call_id="call_9",
-                name="list_files",
-                status="done",
-                result="[]",
-                created_at=now,
-                updated_at=now,
-            )
-        )
-        await db.commit()
+    assert leaf is not None
+    await add_call(services, chat_id, leaf, "call_9")
     with statements(services) as seen:
         await send(user, chat_id, "Third")
     assert path_reads(seen) == ["messages", "chat_llm_tools"], seen
     assert len(fake.requests) == 3
+
+
+async def test_a_send_refused_after_its_claim_leaves_the_chat_as_it_was(
+    user: Client, services: Services, fakes: dict[str, FakeProviderServer]
+) -> None:
+    """Sending claims the chat before it checks the model, the parent and the attachments:
+    each refusal rolls the claim back, and the chat takes the next message."""
+    chat_id = await new_chat(user)
+    refusals = [
+        ({"content": "Hi", "model": "nowhere/none"}, 422),
+        ({"content": "Hi", "parent_id": 987654321}, 404),
+        ({"content": "Hi", "attachments": [str(uuid.uuid4())]}, 404),
+        ({"content": "   "}, 422),
+    ]
+    for body, status in refusals:
+        response = await user.post(f"/api/chats/{chat_id}/messages", json=body)
+        assert response.status_code == status, (body, response.text)
+    chat = (await user.get(f"/api/chats/{chat_id}")).json()
+    assert chat["messages"] == [] and chat["title"] is None, chat
+    async with services.sessions() as db:
+        held = await db.scalar(select(Chat.turn_owner).where(Chat.id == chat_id))
+    assert held is None
+    fakes["openai"].script(Reply(text="Hello."))
+    await send(user, chat_id, "Hi")
+    chat = (await user.get(f"/api/chats/{chat_id}")).json()
+    assert [m["content"] for m in chat["messages"]] == ["Hi", "Hello."]
+    assert chat["title"] == "Hi"

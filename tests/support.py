@@ -91,13 +91,13 @@ def http_client(**kwargs: Any) -> httpx.AsyncClient:
     return httpx.AsyncClient(verify=TLS, **kwargs)
 
 
-def _asyncpg_dsn(url: str) -> str:
+def asyncpg_dsn(url: str) -> str:
     return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
 
 
 async def pg_available() -> bool:
     try:
-        connection = await asyncpg.connect(_asyncpg_dsn(PG_ADMIN_URL), timeout=5)
+        connection = await asyncpg.connect(asyncpg_dsn(PG_ADMIN_URL), timeout=5)
     except (OSError, asyncpg.PostgresError, TimeoutError):
         return False
     await connection.close()
@@ -120,7 +120,7 @@ async def fresh_database(backend: str, tmp_dir: Path) -> AsyncIterator[str]:
     if not await pg_available():
         skip_or_fail_without_pg()
     name = f"hearth_test_{os.getpid()}_{secrets.token_hex(4)}"
-    admin = await asyncpg.connect(_asyncpg_dsn(PG_ADMIN_URL))
+    admin = await asyncpg.connect(asyncpg_dsn(PG_ADMIN_URL))
     try:
         await admin.execute(f'CREATE DATABASE "{name}"')
     finally:
@@ -128,7 +128,7 @@ async def fresh_database(backend: str, tmp_dir: Path) -> AsyncIterator[str]:
     try:
         yield make_url(PG_ADMIN_URL).set(database=name).render_as_string(hide_password=False)
     finally:
-        admin = await asyncpg.connect(_asyncpg_dsn(PG_ADMIN_URL))
+        admin = await asyncpg.connect(asyncpg_dsn(PG_ADMIN_URL))
         try:
             await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         finally:

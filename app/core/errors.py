@@ -7,7 +7,9 @@ The body has the API's two shapes (docs/http-api.md, "Errors and conventions"):
 pydantic or hearth found the problem, so a client parses one shape per status and the OpenAPI
 schema holds for both.
 
-Anything else that escapes a route is hearth's own fault: the log keeps its text and traceback
+A database that refuses or drops the connection (down, restarting, out of connections) is
+nobody's fault in the request: 503 with `Retry-After`, logged as a warning. Anything else that
+escapes a route is hearth's own fault: the log keeps its text and traceback
 with the request id, and the client is told only that id. Library, driver and database text never
 reaches a person.
 """
@@ -21,6 +23,7 @@ from typing import Any, ClassVar
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
+from app.core.db.retry import database_unavailable
 from app.core.http.request_id import current_request_id
 
 log = logging.getLogger("hearth")
@@ -81,6 +84,19 @@ class TooManyRequests(HearthError):
         self.retry_after = retry_after
 
 
+class Unavailable(HearthError):
+    """hearth cannot do the work just now (its database does not answer): try again soon."""
+
+    status = 503
+
+    def __init__(self, detail: str, retry_after: int) -> None:
+        super().__init__(detail, headers={"Retry-After": str(retry_after)})
+
+
+DATABASE_UNAVAILABLE = "the database is not reachable just now; try again in a moment"
+UNAVAILABLE_RETRY_SECONDS = 2
+
+
 class UpstreamFailed(HearthError):
     """A model provider's request failed; the detail says how, in words for a person."""
 
@@ -101,6 +117,18 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
         request_id = current_request_id() or "-"
+        if database_unavailable(exc):
+            log.warning(
+                "the database is unavailable on %s %s (request %s): %.200s",
+                request.method,
+                request.url.path,
+                request_id,
+                getattr(exc, "orig", None) or exc,
+                extra={"request_id": request_id},
+            )
+            response = answer(Unavailable(DATABASE_UNAVAILABLE, UNAVAILABLE_RETRY_SECONDS))
+            response.headers["X-Request-ID"] = request_id
+            return response
         log.exception(
             "unhandled error on %s %s (request %s)",
             request.method,

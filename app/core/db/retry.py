@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
+import traceback
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 from sqlalchemy import select
 from sqlalchemy.exc import DBAPIError, OperationalError
@@ -37,11 +39,45 @@ PAUSES = (0.05, 0.1, 0.2, 0.4, 0.8, 1.6, 3.0)
 """The pause before each new attempt: eight attempts over about six seconds."""
 
 
+UNAVAILABLE_STATES: Final = ("08", "53", "57P01", "57P02", "57P03")
+"""PostgreSQL's SQLSTATEs for a server that cannot take the work now, whatever the work: a
+connection exception, insufficient resources (`too many connections`), a server shutting down,
+crashed or still starting."""
+SQLITE_UNAVAILABLE: Final = (
+    "database is locked",
+    "database table is locked",
+    "database is busy",
+    "unable to open database file",
+    "disk i/o error",
+)
+"""The starts of SQLite's messages for a file it cannot use now. SQLite raises the same
+`OperationalError` for a missing table or a syntax error, which are the work's fault."""
+DRIVERS: Final = ("sqlalchemy.", "asyncpg.", "aiosqlite.")
+
+
 def transient(error: BaseException) -> bool:
     """Whether `error` is the connection failing rather than the work: worth a new attempt."""
     if isinstance(error, DBAPIError):
-        return error.connection_invalidated or isinstance(error, OperationalError)
+        if error.connection_invalidated:
+            return True
+        if isinstance(error.orig, sqlite3.Error):
+            return str(error.orig).lower().startswith(SQLITE_UNAVAILABLE)
+        state = str(getattr(error.orig, "sqlstate", None) or "")
+        return isinstance(error, OperationalError) or state.startswith(UNAVAILABLE_STATES)
     return isinstance(error, ConnectionError | TimeoutError)
+
+
+def database_unavailable(error: BaseException) -> bool:
+    """Whether `error` is the database refusing or losing the connection (down, restarting, out
+    of connections, SQLite busy beyond its timeout) rather than a fault of the request or of
+    hearth: a request that meets it is answered 503, to be tried again, not 500. A connection
+    error counts only when the driver raised it, not a provider's or an MCP server's."""
+    if isinstance(error, DBAPIError):
+        return transient(error)
+    return transient(error) and any(
+        str(frame.f_globals.get("__name__", "")).startswith(DRIVERS)
+        for frame, _ in traceback.walk_tb(error.__traceback__)
+    )
 
 
 async def transaction(

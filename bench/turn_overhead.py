@@ -33,6 +33,11 @@ each figure is pydantic-ai alone in this process: the model class and client hea
     the client minus the provider's 25 ms. Targets at 200: slowest <= 1.15 x, p99 added gap
     <= 40 ms, nothing lost or crossed. Then, from the largest N that met both, N grows by 50
     until one does not (`--capacity-limit` at most): the last that did is the capacity.
+    Beside each N, the floor: pydantic-ai serving the same runs by itself
+    (`_library_server.py`: its own Vercel adapter on uvicorn with as many workers, the same
+    client, the same fake), measured the same way, with its own capacity. Every N streams
+    start within the time the server takes to accept them, on either side, so the floor
+    says what this machine and the library allow the target to be.
 
 (d) Per streamed token. Answers of 50 and of 500 tokens (2 ms apart), `--token-rounds` (3)
     bursts of `--token-turns` (20) turns at once on one worker, each beside the same burst of
@@ -1631,6 +1636,86 @@ async def paced_burst(
     )
 
 
+def floor_request(content: str) -> bytes:
+    """A Vercel AI SDK `submit-message` request for `_library_server.py`."""
+    body = orjson.dumps(
+        {
+            "trigger": "submit-message",
+            "id": uuid.uuid4().hex,
+            "messages": [
+                {
+                    "id": uuid.uuid4().hex,
+                    "role": "user",
+                    "parts": [{"type": "text", "text": content}],
+                }
+            ],
+        }
+    )
+    return build_request("POST", "/chat", {"Content-Type": "application/json"}, body)
+
+
+async def floor_burst(port: int, count: int, schedule: Schedule) -> PacedBurst:
+    """`count` runs at once on pydantic-ai's own server (`_library_server.py`), measured as
+    `paced_burst` measures hearth's turns: each must stream the whole answer and end."""
+    contents = [message_text(i, f"Paced run of {count}, number") for i in range(count)]
+    requests = [floor_request(content) for content in contents]
+    exchanges = await send_all(port, requests, 4 * schedule.nominal_seconds + 60.0)
+    outcomes = [read_turn(exchange) for exchange in exchanges]
+    problems = [
+        f"run {i}: {o.problem() if not o.ok else 'wrong text'}"
+        for i, o in enumerate(outcomes)
+        if not o.ok or o.text != schedule.text
+    ]
+    walls = [o.wall for o in outcomes if o.wall is not None]
+    gaps = [gap for exchange in exchanges for gap in text_gaps(exchange)]
+    return PacedBurst(
+        n=count,
+        slowest_over_schedule=max(walls, default=float("inf")) / schedule.nominal_seconds,
+        p99_added_gap_ms=1000 * (quantile(gaps, 0.99) - schedule.interval_ms / 1000)
+        if gaps
+        else float("inf"),
+        ttft_p50_ms=1000 * quantile([o.ttft for o in outcomes if o.ttft is not None], 0.5),
+        problems=problems,
+    )
+
+
+@contextlib.asynccontextmanager
+async def library_server(stack: Stack, workdir: Path, workers: int) -> AsyncIterator[int]:
+    """`_library_server.py` on `workers` uvicorn processes, against `stack`'s fake; its port."""
+    port = free_port()
+    env = {
+        "HEARTH_FLOOR_PROVIDER_URL": f"http://{LOOPBACK}:{stack.fake_port}/v1",
+        PROVIDER_KEY_ENV: PROVIDER_KEY,
+    }
+    command = [sys.executable, "-m", "uvicorn", "--app-dir", str(Path(__file__).parent)]
+    command += ["_library_server:app", "--host", LOOPBACK, "--port", str(port)]
+    command += ["--workers", str(workers), "--log-level", "warning"]
+    with (workdir / "library-server.log").open("wb") as log:
+        server = start_process(command, log, env)
+        try:
+            await wait_answering(port, "/healthz", server)
+            yield port
+        finally:
+            stop_process(server)
+
+
+async def search_capacity(
+    bursts: dict[int, PacedBurst], measure: Any, pacing: Sequence[int], limit: int
+) -> int:
+    """Measure each N of `pacing`, then upward in steps of `PACING_STEP` from the largest that
+    met both targets to the first that does not: the largest N that meets both."""
+    for count in pacing:
+        await measure(count)
+    capacity = max((n for n, burst in bursts.items() if burst.meets), default=0)
+    candidate = capacity + PACING_STEP
+    while candidate <= limit:
+        burst = bursts.get(candidate) or await measure(candidate)
+        if not burst.meets:
+            break
+        capacity, candidate = candidate, candidate + PACING_STEP
+    return capacity
+
+
 async def part_c(args: argparse.Namespace, workdir: Path, figures: dict[str, Any]) -> bool:
     """Turns at a real model's pace on `--workers` processes over PostgreSQL: the slowest turn
     over the schedule and the gaps a reader sees, at each of `--pacing`, then upward in steps
@@ -1660,20 +1745,31 @@ async def part_c(args: argparse.Namespace, workdir: Path, figures: dict[str, Any
                 await asyncio.sleep(2.0)
                 return burst
 
-            for count in args.pacing:
-                await measure(count)
-            met = [n for n, burst in bursts.items() if burst.meets]
-            capacity = max(met, default=0)
-            candidate = capacity + PACING_STEP
-            while candidate <= args.capacity_limit:
-                burst = bursts.get(candidate) or await measure(candidate)
-                if not burst.meets:
-                    break
-                capacity, candidate = candidate, candidate + PACING_STEP
+            capacity = await search_capacity(bursts, measure, args.pacing, args.capacity_limit)
         finally:
             control.close()
         if stack.server.poll() is not None:
             raise RuntimeError("the server exited during (c)")
+        async with library_server(stack, workdir, args.workers) as port:
+            await floor_burst(port, 4 * args.workers, schedule)  # warm-up
+
+            async def measure_floor(count: int) -> PacedBurst:
+                burst = await floor_burst(port, count, schedule)
+                floors[count] = burst
+                print(
+                    f"  (c) floor, {count} runs: slowest {burst.slowest_over_schedule:.3f} x, "
+                    f"p99 added gap {burst.p99_added_gap_ms:.1f} ms, "
+                    f"{len(burst.problems)} problems",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                await asyncio.sleep(2.0)
+                return burst
+
+            floors: dict[int, PacedBurst] = {}
+            floor_capacity = await search_capacity(
+                floors, measure_floor, sorted(bursts), args.capacity_limit
+            )
 
     print()
     print(
@@ -1682,15 +1778,35 @@ async def part_c(args: argparse.Namespace, workdir: Path, figures: dict[str, Any
         f"{schedule.tokens} tokens {schedule.interval_ms:g} ms apart "
         f"({schedule.nominal_seconds:.2f} s a turn); N turns at once, each in its own chat"
     )
-    print(f"{'N':>6}{'slowest':>10}{'p99 gap':>10}{'TTFT50':>9}{'problems':>10}{'meets':>7}")
-    print(f"{'':>6}{'/sched':>10}{'+ms':>10}{'ms':>9}{'':>10}{'':>7}")
-    for count in sorted(bursts):
-        burst = bursts[count]
-        print(
-            f"{count:>6}{burst.slowest_over_schedule:>10.3f}{burst.p99_added_gap_ms:>10.1f}"
-            f"{burst.ttft_p50_ms:>9.1f}{len(burst.problems):>10}{'yes' if burst.meets else 'no':>7}"
-        )
-        for problem in burst.problems[:3]:
+    print(
+        "  beside each N, the floor: pydantic-ai serving the same runs by itself "
+        "(`_library_server.py`, its own Vercel adapter, the same workers, client and fake)"
+    )
+    print(
+        f"{'N':>6}{'slowest':>10}{'p99 gap':>10}{'TTFT50':>9}{'problems':>10}{'meets':>7}"
+        f"   {'floor:':<7}{'slowest':>9}{'p99 gap':>10}{'TTFT50':>9}{'meets':>7}"
+    )
+    print(
+        f"{'':>6}{'/sched':>10}{'+ms':>10}{'ms':>9}{'':>10}{'':>7}   {'':<7}{'/sched':>9}"
+        f"{'+ms':>10}{'ms':>9}{'':>7}"
+    )
+    for count in sorted(bursts.keys() | floors.keys()):
+        row = f"{count:>6}"
+        if (burst := bursts.get(count)) is not None:
+            row += (
+                f"{burst.slowest_over_schedule:>10.3f}{burst.p99_added_gap_ms:>10.1f}"
+                f"{burst.ttft_p50_ms:>9.1f}{len(burst.problems):>10}"
+                f"{'yes' if burst.meets else 'no':>7}"
+            )
+        else:
+            row += f"{'':>46}"
+        if (floor := floors.get(count)) is not None:
+            row += (
+                f"   {'':<7}{floor.slowest_over_schedule:>9.3f}{floor.p99_added_gap_ms:>10.1f}"
+                f"{floor.ttft_p50_ms:>9.1f}{'yes' if floor.meets else 'no':>7}"
+            )
+        print(row)
+        for problem in [*(burst.problems if burst else []), *(floor.problems if floor else [])][:3]:
             print(f"        {problem}")
     target_n = PACING_TARGET_N if PACING_TARGET_N in bursts else max(args.pacing)
     target = bursts[target_n]
@@ -1702,7 +1818,8 @@ async def part_c(args: argparse.Namespace, workdir: Path, figures: dict[str, Any
     )
     print(
         f"capacity on this machine ({os.cpu_count()} cores, {args.workers} workers): "
-        f"{capacity} turns at once still meet both (steps of {PACING_STEP})"
+        f"{capacity} turns at once still meet both (steps of {PACING_STEP}); pydantic-ai "
+        f"serving them by itself: {floor_capacity}"
     )
     figures["c"] = {
         "db": "postgresql",
@@ -1720,6 +1837,23 @@ async def part_c(args: argparse.Namespace, workdir: Path, figures: dict[str, Any
                 "meets": b.meets,
             }
             for n, b in sorted(bursts.items())
+        },
+        "floor_slowest_over_schedule_n200": round(floors[target_n].slowest_over_schedule, 4)
+        if target_n in floors
+        else None,
+        "floor_p99_added_gap_ms_n200": round(floors[target_n].p99_added_gap_ms, 3)
+        if target_n in floors
+        else None,
+        "floor_capacity": floor_capacity,
+        "floor_by_n": {
+            str(n): {
+                "slowest_over_schedule": round(b.slowest_over_schedule, 4),
+                "p99_added_gap_ms": round(b.p99_added_gap_ms, 3),
+                "ttft_p50_ms": round(b.ttft_p50_ms, 3),
+                "problems": len(b.problems),
+                "meets": b.meets,
+            }
+            for n, b in sorted(floors.items())
         },
         "passed": passed,
     }

@@ -24,7 +24,11 @@ each figure is pydantic-ai alone in this process: the model class and client hea
     `llm_requests` row, without error. The server's CPU (from /proc) per turn is set beside the
     CPU per run of the same number of pydantic-ai runs at once in this process. Target: at
     N = 100, server CPU per turn <= 1.4 x the library's per run, every turn complete and
-    uncrossed. Wall times (slowest over the schedule) and direct requests are printed.
+    uncrossed. Wall times (slowest over the schedule) and direct requests are printed. Beside
+    the library alone, the same runs served by pydantic-ai itself over HTTP
+    (`_library_server.py`, one uvicorn worker, its own Vercel adapter): its CPU per run says
+    how much of the 1.4 x the HTTP layer and the stream's encoding take before hearth adds a
+    database, an account and a turn log.
 
 (c) Realistic pacing on every core. `hearth serve --workers 2` (`--workers`) on PostgreSQL, a
     fake that answers the first token after 400 ms and then 200 tokens 25 ms apart (5.4 s);
@@ -851,7 +855,22 @@ async def part_b(
     args: argparse.Namespace,
     schedule: Schedule,
     figures: dict[str, Any],
+    workdir: Path,
 ) -> bool:
+    async with library_server(stack, workdir, 1) as served:
+        return await _part_b(stack, account, args, schedule, figures, served)
+
+
+async def _part_b(
+    stack: Stack,
+    account: Account,
+    args: argparse.Namespace,
+    schedule: Schedule,
+    figures: dict[str, Any],
+    served: tuple[int, subprocess.Popen[bytes]],
+) -> bool:
+    served_port, served_process = served
+    await floor_burst(served_port, 3, schedule)  # warm-up
     control = await Connection.open(stack.port)
     passed = True
     lines: list[str] = []
@@ -907,6 +926,11 @@ async def part_b(
             print(f"  (b) {count} concurrent turns in {elapsed:.2f} s", file=sys.stderr)
             await asyncio.sleep(1.0)
             library = await library_burst(stack, count)
+            await asyncio.sleep(1.0)
+            served_burst, served_used = await floor_burst(
+                served_port, count, schedule, served_process.pid
+            )
+            passed &= not served_burst.problems
             cpu_ratio = (
                 server_used / library.cpu_seconds
                 if server_used is not None and library.cpu_seconds > 0
@@ -920,6 +944,7 @@ async def part_b(
             by_n[count] = {
                 "server_cpu_ms_per_turn": _ms_per(server_used, count),
                 "library_cpu_ms_per_run": _ms_per(library.cpu_seconds, count),
+                "library_served_cpu_ms_per_run": _ms_per(served_used, count),
                 "cpu_ratio_to_library": round(cpu_ratio, 4),
                 "slowest_over_schedule": round(ratio, 4),
                 "complete": complete,
@@ -937,7 +962,11 @@ async def part_b(
                 f"{count:>5}{ms(quantile(library.walls, 0.5)):>9}{ms(max(library.walls)):>9}"
                 f"{max(library.walls) / schedule.nominal_seconds:>8.3f}"
                 f"{1000 * library.cpu_seconds / count:>10.2f}"
+                f"   {_per_turn(served_used, count):>10}"
+                f"{served_burst.slowest_over_schedule:>8.3f}"
+                f"{served_used / library.cpu_seconds if served_used else float('nan'):>8.3f}"
             )
+            floors.extend(f"      {problem}" for problem in served_burst.problems[:3])
             await asyncio.sleep(1.0)
     finally:
         control.close()
@@ -961,10 +990,15 @@ async def part_b(
         print(line)
     print(
         "pydantic-ai alone, the same N runs at once in one process (the bench's own) over the "
-        "same fake: no HTTP server, no database"
+        "same fake: no HTTP server, no database; then pydantic-ai serving them by itself over "
+        "HTTP (`_library_server.py`: its Vercel adapter on one uvicorn worker, the same client), "
+        "its CPU per run and that over the library alone's"
     )
-    print(f"{'N':>5}{'wall50':>9}{'slowest':>9}{'/sched':>8}{'CPU':>10}")
-    print(f"{'':>5}{'ms':>9}{'ms':>9}{'':>8}{'ms/run':>10}")
+    print(
+        f"{'N':>5}{'wall50':>9}{'slowest':>9}{'/sched':>8}{'CPU':>10}   {'served CPU':>10}"
+        f"{'/sched':>8}{'/lib':>8}"
+    )
+    print(f"{'':>5}{'ms':>9}{'ms':>9}{'':>8}{'ms/run':>10}   {'ms/run':>10}{'':>8}{'CPU':>8}")
     for line in floors:
         print(line)
     target = by_n.get(target_n, {})
@@ -974,6 +1008,7 @@ async def part_b(
         "cpu_ratio_to_library_n100": target.get("cpu_ratio_to_library"),
         "server_cpu_ms_per_turn_n100": target.get("server_cpu_ms_per_turn"),
         "library_cpu_ms_per_run_n100": target.get("library_cpu_ms_per_run"),
+        "library_served_cpu_ms_per_run_n100": target.get("library_served_cpu_ms_per_run"),
         "by_n": {str(n): values for n, values in by_n.items()},
         "target": CPU_TO_LIBRARY_TARGET,
         "passed": passed,
@@ -1654,12 +1689,27 @@ def floor_request(content: str) -> bytes:
     return build_request("POST", "/chat", {"Content-Type": "application/json"}, body)
 
 
-async def floor_burst(port: int, count: int, schedule: Schedule) -> PacedBurst:
+async def floor_burst(
+    port: int, count: int, schedule: Schedule, pid: int | None = None
+) -> tuple[PacedBurst, float | None]:
     """`count` runs at once on pydantic-ai's own server (`_library_server.py`), measured as
-    `paced_burst` measures hearth's turns: each must stream the whole answer and end."""
+    `paced_burst` measures hearth's turns: each must stream the whole answer and end. With
+    `pid`, also the CPU seconds that process used while the runs streamed (connections open)."""
     contents = [message_text(i, f"Paced run of {count}, number") for i in range(count)]
     requests = [floor_request(content) for content in contents]
-    exchanges = await send_all(port, requests, 4 * schedule.nominal_seconds + 60.0)
+    connections = await open_connections(port, count)
+    before = cpu_seconds(pid) if pid is not None else None
+    try:
+        exchanges = await asyncio.gather(
+            *(
+                conn.exchange(req, wait=4 * schedule.nominal_seconds + 60.0)
+                for conn, req in zip(connections, requests, strict=True)
+            )
+        )
+    finally:
+        for conn in connections:
+            conn.close()
+    used = _used(cpu_seconds(pid), before) if pid is not None else None
     outcomes = [read_turn(exchange) for exchange in exchanges]
     problems = [
         f"run {i}: {o.problem() if not o.ok else 'wrong text'}"
@@ -1668,7 +1718,7 @@ async def floor_burst(port: int, count: int, schedule: Schedule) -> PacedBurst:
     ]
     walls = [o.wall for o in outcomes if o.wall is not None]
     gaps = [gap for exchange in exchanges for gap in text_gaps(exchange)]
-    return PacedBurst(
+    burst = PacedBurst(
         n=count,
         slowest_over_schedule=max(walls, default=float("inf")) / schedule.nominal_seconds,
         p99_added_gap_ms=1000 * (quantile(gaps, 0.99) - schedule.interval_ms / 1000)
@@ -1677,11 +1727,15 @@ async def floor_burst(port: int, count: int, schedule: Schedule) -> PacedBurst:
         ttft_p50_ms=1000 * quantile([o.ttft for o in outcomes if o.ttft is not None], 0.5),
         problems=problems,
     )
+    return burst, used
 
 
 @contextlib.asynccontextmanager
-async def library_server(stack: Stack, workdir: Path, workers: int) -> AsyncIterator[int]:
-    """`_library_server.py` on `workers` uvicorn processes, against `stack`'s fake; its port."""
+async def library_server(
+    stack: Stack, workdir: Path, workers: int
+) -> AsyncIterator[tuple[int, subprocess.Popen[bytes]]]:
+    """`_library_server.py` on `workers` uvicorn processes (with one, the process itself
+    serves), against `stack`'s fake: its port and process."""
     port = free_port()
     env = {
         "HEARTH_FLOOR_PROVIDER_URL": f"http://{LOOPBACK}:{stack.fake_port}/v1",
@@ -1694,7 +1748,7 @@ async def library_server(stack: Stack, workdir: Path, workers: int) -> AsyncIter
         server = start_process(command, log, env)
         try:
             await wait_answering(port, "/healthz", server)
-            yield port
+            yield port, server
         finally:
             stop_process(server)
 
@@ -1750,11 +1804,11 @@ async def part_c(args: argparse.Namespace, workdir: Path, figures: dict[str, Any
             control.close()
         if stack.server.poll() is not None:
             raise RuntimeError("the server exited during (c)")
-        async with library_server(stack, workdir, args.workers) as port:
+        async with library_server(stack, workdir, args.workers) as (port, _):
             await floor_burst(port, 4 * args.workers, schedule)  # warm-up
 
             async def measure_floor(count: int) -> PacedBurst:
-                burst = await floor_burst(port, count, schedule)
+                burst, _ = await floor_burst(port, count, schedule)
                 floors[count] = burst
                 print(
                     f"  (c) floor, {count} runs: slowest {burst.slowest_over_schedule:.3f} x, "
@@ -1983,7 +2037,9 @@ async def orchestrate(args: argparse.Namespace) -> bool:
                 if "a" in args.parts:
                     verdicts["a"] = await part_a(stack, account, args, figures)
                 if "b" in args.parts:
-                    verdicts["b"] = await part_b(stack, account, args, schedule, figures)
+                    verdicts["b"] = await part_b(
+                        stack, account, args, schedule, figures, workdir
+                    )
                 if stack.server.poll() is not None:
                     raise RuntimeError("the server exited during the run")
                 errors, raised = log_problems(stack.log_path)

@@ -2037,9 +2037,7 @@ async def orchestrate(args: argparse.Namespace) -> bool:
                 if "a" in args.parts:
                     verdicts["a"] = await part_a(stack, account, args, figures)
                 if "b" in args.parts:
-                    verdicts["b"] = await part_b(
-                        stack, account, args, schedule, figures, workdir
-                    )
+                    verdicts["b"] = await part_b(stack, account, args, schedule, figures, workdir)
                 if stack.server.poll() is not None:
                     raise RuntimeError("the server exited during the run")
                 errors, raised = log_problems(stack.log_path)

@@ -1,6 +1,6 @@
 """What a worker does as it starts: load the configured providers' model modules and build the
-available models before any turn does, and sweep away upload folders that an interrupted process
-left behind.
+available models before any turn does, sweep away upload folders that an interrupted process
+left behind, and set the garbage collector for a server's heap.
 
 Each case runs in a fresh interpreter, since this one has long imported everything: the app is
 started (its lifespan, as uvicorn runs it) on a providers file, and what the process has loaded
@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from app.agent.warmup import YOUNG_COLLECTION_EVERY
 from app.files.sweep import STALE_SECONDS
 
 OPENAI_ONLY = """
@@ -39,7 +40,7 @@ WITH_ANTHROPIC = (
 )
 
 PROBE = """
-import asyncio, json, os, sys
+import asyncio, gc, json, os, sys
 
 from pydantic_ai.messages import ModelMessagesTypeAdapter
 
@@ -61,7 +62,9 @@ factory.build_model = recording_build  # what the model cache builds, as it buil
 
 async def main() -> None:
     app = create_app()
+    before = {"threshold": gc.get_threshold(), "frozen": gc.get_freeze_count()}
     async with app.router.lifespan_context(app):
+        heap = {"before": before, "threshold": gc.get_threshold(), "frozen": gc.get_freeze_count()}
         started = {
             name: name in sys.modules
             for name in ("anthropic", "app.llm.wire.anthropic", "app.llm.wire.openai")
@@ -84,6 +87,7 @@ async def main() -> None:
         "built": built,
         "openai_policy": sorted(policy.capabilities),
         "anthropic_after_policy": "anthropic" in sys.modules,
+        "heap": heap,
     }))
 
 
@@ -143,6 +147,12 @@ def test_only_the_configured_providers_are_loaded_and_orphan_uploads_are_swept(
     assert (report["swept"], report["fresh_kept"]) == (True, True)
     assert report["openai_policy"] == ["vision"]
     assert report["anthropic_after_policy"] is False  # asking about a model loads nothing
+    # What start-up built is frozen out of the collector's way, and the young generation is
+    # collected every YOUNG_COLLECTION_EVERY allocations instead of CPython's 700.
+    heap = report["heap"]
+    assert heap["before"] == {"threshold": [700, 10, 10], "frozen": 0}
+    assert heap["threshold"] == [YOUNG_COLLECTION_EVERY, 10, 10]
+    assert heap["frozen"] > 10_000
 
 
 @pytest.mark.slow

@@ -71,6 +71,12 @@ class SentText:
             current = self.round = SentRound(int(chunk.data["id"]))
         return self.mark()
 
+    def take_text(self, delta: str) -> Mark | None:
+        """`take` for a text delta's chunk, given its text."""
+        if (current := self.round) is not None:
+            current.text.append(delta)
+        return self.mark()
+
     def mark(self) -> Mark | None:
         current = self.round
         if current is None:

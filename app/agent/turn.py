@@ -446,11 +446,11 @@ class Turn:
         go into the log here (`TurnEventStream.text_delta` says why). The transform asks for
         an event only once the chunks of the one before are out, so the order holds."""
         async for event in events:
-            chunk = stream.text_delta(event)
-            if chunk is None:
+            delta = stream.text_delta(event)
+            if delta is None:
                 yield event
             else:
-                self._emit(stream.encode_event(chunk), self._sent.take(chunk))
+                self._emit(stream.encode_text_delta(delta), self._sent.take_text(delta))
 
     async def _settle(
         self, recorder: Recorder, stream: TurnEventStream, context: dict[str, Any]

@@ -20,6 +20,8 @@ from pydantic_ai.messages import (
     ThinkingPartDelta,
 )
 from pydantic_ai.ui import _event_stream
+from pydantic_ai.ui.vercel_ai.response_types import TextDeltaChunk
+from pydantic_core import PydanticSerializationError
 
 from app.agent.live import TurnLog
 from app.agent.stream import TurnEventStream
@@ -103,3 +105,20 @@ async def test_the_short_path_writes_what_the_transform_writes(
         assert '"type":"text-end"' in through_transform[-8]
         assert '"type":"error"' in through_transform[-7]
     assert through_transform[-1] == "Second part"  # failed or not, the last part is whole
+
+
+def test_a_delta_is_encoded_as_the_model_encodes_its_chunk() -> None:
+    """Every character (each control character, quote and backslash, U+2028, the astral
+    planes) and each part id: what `encode_text_delta` writes is what `TextDeltaChunk`
+    serialises; a lone surrogate, which neither can write, fails as the model fails."""
+    stream = TurnEventStream(run_input=cast(Any, None), user_message_id=1, usage=dict)
+    everything = "".join(chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF)
+    samples = [everything[i : i + 997] for i in range(0, len(everything), 997)]
+    samples += ["", '"', "\\", "\u2028\u2029", "tok ", "😀" * 3]
+    for part in range(3):
+        stream.new_message_id()
+        for delta in samples:
+            expected = stream.encode_event(TextDeltaChunk(id=stream.message_id, delta=delta))
+            assert stream.encode_text_delta(delta) == expected, (part, delta[:20])
+        with pytest.raises(PydanticSerializationError):
+            stream.encode_text_delta("\ud800 half a pair")

@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 import orjson
-
 from pydantic_ai.exceptions import (
     ModelAPIError,
     ModelConnectionError,
@@ -162,9 +161,10 @@ class TurnEventStream(VercelAIEventStream[Any, Any]):
 
     def encode_text_delta(self, delta: str) -> str:
         """`encode_event(TextDeltaChunk(id=self.message_id, delta=delta))`, byte for byte, without
-        building the chunk: its JSON is a fixed head (the part's id) and the delta as a JSON
-        string. Measured: 0.2 µs a token against 2.4 µs for the model and its serialiser, a
-        seventh of what hearth spent per token beyond pydantic-ai alone (16.5 µs)."""
+        building the chunk: the delta's JSON string inside a frame that depends only on the
+        part's id, cut once per part. Measured in-process: 0.2 µs a token against 2.4 µs for the
+        model and its serialiser; hearth's whole cost per token beyond pydantic-ai alone was
+        16.5-35 µs in the benchmark runs of the same day (bench/turn_overhead.py --parts d)."""
         frame = self._delta_frames.get(self.message_id)
         if frame is None:
             # Cut from a chunk the model wrote around a marker delta, so the fields keep its

@@ -9,9 +9,8 @@ schema holds for both.
 
 A database that refuses or drops the connection (down, restarting, out of connections) is
 nobody's fault in the request: 503 with `Retry-After`, logged as a warning. Anything else that
-escapes a route is hearth's own fault: the log keeps its text and traceback
-with the request id, and the client is told only that id. Library, driver and database text never
-reaches a person.
+escapes a route is hearth's own fault: the log keeps its text and traceback with the request id,
+and the client is told only that id. Library, driver and database text never reaches a person.
 """
 
 from __future__ import annotations

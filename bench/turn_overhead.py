@@ -1718,11 +1718,24 @@ async def paced_burst(
     outcomes = [read_turn(exchange) for exchange in exchanges]
     await asyncio.sleep(1.0)  # the turns' last writes (lease release) follow [DONE]
     check = await check_burst(stack, control, account, chats, contents, outcomes, schedule)
+    problems = check.problems()
+    finished = sum(o.wall is not None for o in outcomes)
+    if finished < count:
+        problems.append(f"{count - finished} turns without [DONE]")
+    return paced_figures(count, exchanges, outcomes, schedule, problems)
+
+
+def paced_figures(
+    count: int,
+    exchanges: Sequence[Exchange],
+    outcomes: Sequence[TurnOutcome],
+    schedule: Schedule,
+    problems: list[str],
+) -> PacedBurst:
+    """A burst's figures from its streams: the slowest over the schedule, the p99 gap between
+    text events beyond the provider's interval, the median time to first text."""
     walls = [o.wall for o in outcomes if o.wall is not None]
     gaps = [gap for exchange in exchanges for gap in text_gaps(exchange)]
-    problems = check.problems()
-    if len(walls) < count:
-        problems.append(f"{count - len(walls)} turns without [DONE]")
     return PacedBurst(
         n=count,
         slowest_over_schedule=max(walls, default=float("inf")) / schedule.nominal_seconds,
@@ -1779,18 +1792,7 @@ async def floor_burst(
         for i, o in enumerate(outcomes)
         if not o.ok or o.text != schedule.text
     ]
-    walls = [o.wall for o in outcomes if o.wall is not None]
-    gaps = [gap for exchange in exchanges for gap in text_gaps(exchange)]
-    burst = PacedBurst(
-        n=count,
-        slowest_over_schedule=max(walls, default=float("inf")) / schedule.nominal_seconds,
-        p99_added_gap_ms=1000 * (quantile(gaps, 0.99) - schedule.interval_ms / 1000)
-        if gaps
-        else float("inf"),
-        ttft_p50_ms=1000 * quantile([o.ttft for o in outcomes if o.ttft is not None], 0.5),
-        problems=problems,
-    )
-    return burst, used
+    return paced_figures(count, exchanges, outcomes, schedule, problems), used
 
 
 @contextlib.asynccontextmanager

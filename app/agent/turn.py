@@ -59,6 +59,7 @@ from app.agent.capabilities.media import MediaRouter
 from app.agent.capabilities.recorder import Recorder
 from app.agent.capabilities.request_log import RequestLog
 from app.agent.capabilities.request_shape import RequestShape
+from app.agent.capabilities.turn_hooks import TurnHooks
 from app.agent.history import build_history
 from app.agent.leases import INTERRUPTED_ROUND
 from app.agent.live import DONE_EVENT, Reader, TurnLog
@@ -392,18 +393,26 @@ class Turn:
             else []
         )
         guard = (
-            []
+            None
             if plan.limits.unlimited
-            else [
-                QuotaGuard(
-                    services.sessions,
-                    services.registry,
-                    services.clock,
-                    plan.user_id,
-                    plan.limits,
-                    services.metrics,
-                )
-            ]
+            else QuotaGuard(
+                services.sessions,
+                services.registry,
+                services.clock,
+                plan.user_id,
+                plan.limits,
+                services.metrics,
+            )
+        )
+        hooks = TurnHooks(
+            guard=guard,
+            recorder=recorder,
+            request_log=request_log,
+            preparers=[
+                *compaction,
+                MediaRouter(deps.file_root, plan.user_message_id),
+                RequestShape(services.clock, max_rounds),
+            ],
         )
         agent = services.models.agent(plan.model, services.registry, turn_agent)
         async with (
@@ -416,14 +425,7 @@ class Turn:
                     *([summary_block(summary)] if summary else []),
                 ],
                 toolsets=[GroupToolset(services.group_call)],
-                capabilities=[
-                    *guard,
-                    recorder,
-                    request_log,
-                    *compaction,
-                    MediaRouter(deps.file_root, plan.user_message_id),
-                    RequestShape(services.clock, max_rounds),
-                ],
+                capabilities=[hooks],
                 model_settings=model_settings(plan.model),
                 deps=deps,
                 output_type=TURN_OUTPUT,

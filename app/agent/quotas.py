@@ -132,8 +132,8 @@ class QuotaReached(Exception):
 class QuotaGuard(AbstractCapability[TurnDeps]):
     """Before each model request of a turn after its first: stop if the user is over quota.
 
-    It runs outside the other capabilities (first in the list), so a request it refuses opens
-    no round and writes nothing."""
+    It runs outside the other capabilities (outermost in `TurnHooks`), so a request it refuses
+    opens no round and writes nothing."""
 
     def __init__(
         self,

@@ -62,10 +62,10 @@ class SentText:
 
     def take(self, chunk: BaseChunk) -> Mark | None:
         """Note what `chunk` adds; the stream position after it (None before any round)."""
+        if isinstance(chunk, TextDeltaChunk):
+            return self.take_text(chunk.delta)
         current = self.round
-        if isinstance(chunk, TextDeltaChunk) and current is not None:
-            current.text.append(chunk.delta)
-        elif isinstance(chunk, ReasoningDeltaChunk) and current is not None:
+        if isinstance(chunk, ReasoningDeltaChunk) and current is not None:
             current.reasoning.append(chunk.delta)
         elif isinstance(chunk, DataChunk) and chunk.type == ROUND_PART:
             current = self.round = SentRound(int(chunk.data["id"]))

@@ -29,16 +29,6 @@ from app.tools.deps import TurnDeps
 
 Part = AbstractCapability[TurnDeps]
 
-FORWARDED = frozenset(
-    {
-        "wrap_run_event_stream",
-        "wrap_model_request",
-        "prepare_model_request",
-        "before_tool_validate",
-    }
-)
-"""The hooks this class passes on to its parts."""
-
 
 class TurnHooks(AbstractCapability[TurnDeps]):
     """The quota guard (outermost), the recorder, the request log, then the preparers in order:

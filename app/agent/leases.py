@@ -97,11 +97,10 @@ def _acquiring(
     }
 
 
-_CLAIM_FOR_MESSAGE = (
-    _ACQUIRE_FOR_MESSAGE.where(Chat.turn_owner.is_(None))
-    .returning(Chat)
-    .execution_options(populate_existing=True)
-)
+CLAIM_FOR_MESSAGE = _ACQUIRE_FOR_MESSAGE.where(Chat.turn_owner.is_(None))
+"""`acquire(for_message=True)` of a chat no turn holds or left behind: what `claim_for_message`
+runs, and what `app.chats.repository` builds the whole of a send on."""
+_CLAIM_FOR_MESSAGE = CLAIM_FOR_MESSAGE.returning(Chat).execution_options(populate_existing=True)
 
 
 async def claim_for_message(
@@ -119,8 +118,21 @@ async def claim_for_message(
     one statement. None for any other chat (not the user's, held, or left by a dead turn whose
     leftovers need settling first): the caller then reads it and goes the long way
     (`app.chats.service`)."""
-    values = {**_acquiring(chat_id, user_id, owner, now, lease), "new_title": title}
+    values = claim_values(chat_id, user_id, owner, now, lease, title=title)
     return await db.scalar(_CLAIM_FOR_MESSAGE, values)
+
+
+def claim_values(
+    chat_id: uuid.UUID,
+    user_id: uuid.UUID,
+    owner: str,
+    now: datetime,
+    lease: timedelta,
+    *,
+    title: str | None,
+) -> dict[str, Any]:
+    """The bound values of `CLAIM_FOR_MESSAGE`, and of what is built on it."""
+    return {**_acquiring(chat_id, user_id, owner, now, lease), "new_title": title}
 
 
 INTERRUPTED_ROUND = "This answer was cut off: the hearth worker writing it stopped before the end."

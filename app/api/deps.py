@@ -24,7 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 from app.auth.keys import resolve_key
 from app.auth.sessions import Authenticated, resolve_session
 from app.auth.tokens import CSRF_COOKIE, CSRF_HEADER, SESSION_COOKIE
-from app.core.db.engine import in_transactions, statements_alone
+from app.core.db.engine import session_on, statements_alone
 from app.core.errors import Forbidden, Unauthorized
 from app.observability.logs import bind_chat, bind_user
 from app.services import Services
@@ -52,8 +52,7 @@ Connection = Annotated[AsyncConnection, Depends(get_connection, scope="function"
 
 
 async def get_db(connection: Connection) -> AsyncIterator[AsyncSession]:
-    await in_transactions(connection)  # the session owns (and commits) its transaction
-    async with AsyncSession(bind=connection, expire_on_commit=False) as session:
+    async with session_on(connection) as session:  # it owns (and commits) its transaction
         yield session
 
 

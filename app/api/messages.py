@@ -7,7 +7,7 @@ import uuid
 from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
 
-from app.api.deps import Auth, DbSession, ServicesDep
+from app.api.deps import Auth, Connection, DbSession, ServicesDep
 from app.api.event_stream import EventStreamResponse
 from app.api.stream_schema import STREAM_RESPONSE
 from app.chats import service
@@ -23,7 +23,11 @@ router = APIRouter(prefix="/api/chats", tags=["messages"])
     responses={**STREAM_RESPONSE, **error_responses(401, 403, 404, 409, 429)},
 )
 async def send_message(
-    chat_id: uuid.UUID, body: MessageIn, auth: Auth, services: ServicesDep, db: DbSession
+    chat_id: uuid.UUID,
+    body: MessageIn,
+    auth: Auth,
+    services: ServicesDep,
+    connection: Connection,
 ) -> StreamingResponse:
     """Store the message and stream the model's turn that answers it.
 
@@ -35,7 +39,7 @@ async def send_message(
     )
     turn = await service.send_message(
         services,
-        db,
+        connection,
         auth.user.id,
         chat_id,
         body.content,

@@ -19,10 +19,28 @@ from collections import defaultdict
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Update, and_, bindparam, delete, func, insert, literal, or_, select, update
+from sqlalchemy import (
+    Select,
+    Sequence,
+    String,
+    Update,
+    and_,
+    any_,
+    bindparam,
+    delete,
+    func,
+    insert,
+    literal,
+    literal_column,
+    or_,
+    select,
+    update,
+)
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 from sqlalchemy.orm.attributes import set_committed_value
 
+from app.agent import leases
 from app.agent.capabilities.recorder import round_row
 from app.chats import views
 from app.core.db.engine import one_snapshot, rows_changed
@@ -187,6 +205,101 @@ async def add_question(
     await db.flush()
     chat.active_leaf_id = first_round.id
     return question.id, first_round.id
+
+
+def _send_at_once() -> Select[tuple[str, int, int]]:
+    """PostgreSQL: a whole send after the active leaf in one statement: the chat claimed as
+    `leases.CLAIM_FOR_MESSAGE` claims it (and only if its model is one of `usable`), the user's
+    message under the chat's active leaf, the first round of its answer under the message, and
+    the round made the active leaf. It answers the model, the message's id and the round's, or
+    no row when the chat could not be claimed (nothing is written then).
+
+    A table is written once per statement, so the chats row is claimed and given its new leaf
+    in one UPDATE, with the two ids drawn from the sequence beforehand, the message's first (ids
+    keep the order rows were made in). That UPDATE's `RETURNING` tells only the new leaf; the
+    old one, the message's parent, is read first by `leaf`, which locks the row: under READ
+    COMMITTED a plain read would see the leaf as of the statement's start, not the one a branch
+    switch committed while the statement waited for the row
+    (`tests/api/test_send_at_once.py`).
+
+    Against the long way's BEGIN, claim, insert and COMMIT it saves three round trips and the
+    ORM's work on the chat row, on the way to the first token (`bench/turn_overhead.py` a)."""
+    column = Message.__table__.c
+    chat_id = bindparam("chat_id", type_=column.chat_id.type)
+    at = bindparam("now", type_=column.created_at.type)
+    messages = Sequence("messages_id_seq")
+    leaf = (
+        select(Chat.id, Chat.active_leaf_id, messages.next_value().label("question_id"))
+        .where(Chat.id == chat_id, Chat.user_id == bindparam("of_user"))
+        .with_for_update()
+        .cte("leaf")
+    )
+    ids = select(leaf, messages.next_value().label("round_id")).cte("ids")
+    model = func.coalesce(bindparam("asked_model", type_=column.model.type), Chat.model)
+    claimed = (
+        leases.CLAIM_FOR_MESSAGE.where(
+            Chat.id == ids.c.id, model == any_(bindparam("usable", type_=ARRAY(String)))
+        )
+        .values(active_leaf_id=ids.c.round_id)
+        .returning(
+            Chat.id,
+            model.label("model"),
+            ids.c.active_leaf_id.label("parent_id"),
+            ids.c.question_id,
+            ids.c.round_id,
+        )
+        .cte("claimed")
+    )
+    question = insert(Message).from_select(
+        ("id", "chat_id", "parent_id", "role", "content", "status", "metadata", "created_at"),
+        select(
+            claimed.c.question_id,
+            claimed.c.id,
+            claimed.c.parent_id,
+            literal_column("'user'"),
+            bindparam("text", type_=column.content.type),
+            literal_column("'ok'"),
+            literal_column("'{}'::jsonb"),
+            at,
+        ),
+    )
+    answer = insert(Message).from_select(
+        ("id", *_ROUND_COLUMNS),
+        select(
+            claimed.c.round_id,
+            claimed.c.id,
+            claimed.c.question_id,
+            literal_column("'assistant'"),
+            literal_column("''"),
+            literal_column("'streaming'"),
+            claimed.c.model,
+            func.jsonb_build_object(literal_column("'question_id'"), claimed.c.question_id),
+            at,
+        ),
+    )
+    return select(claimed.c.model, claimed.c.question_id, claimed.c.round_id).add_cte(
+        question.cte("question"), answer.cte("answer")
+    )
+
+
+_SEND_AT_ONCE = _send_at_once()
+"""Built once (see above)."""
+
+
+async def send_at_once(
+    connection: AsyncConnection,
+    claim: dict[str, Any],
+    *,
+    content: str,
+    model_id: str | None,
+    usable: list[str],
+) -> tuple[str, int, int] | None:
+    """PostgreSQL, on a connection whose statements commit alone: `_SEND_AT_ONCE` with the
+    lease's `claim` values (`leases.claim_values`); the model, the message's id and the round's,
+    or None when the chat could not be claimed (the caller goes the long way)."""
+    values = {**claim, "asked_model": model_id, "usable": usable, "text": content}
+    row = (await connection.execute(_SEND_AT_ONCE, values)).first()
+    return None if row is None else (row.model, row.question_id, row.round_id)
 
 
 async def get_chat(db: AsyncSession, user_id: uuid.UUID, chat_id: uuid.UUID) -> Chat | None:

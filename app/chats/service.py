@@ -34,7 +34,7 @@ from app.agent.summaries import NothingToCover, SummaryFailed, summarise
 from app.agent.turn import Turn, TurnPlan
 from app.chats import repository
 from app.chats.views import ChatDetailView
-from app.core.db.engine import rows_changed
+from app.core.db.engine import rows_changed, session_on
 from app.core.errors import Conflict, Invalid, NotFound, UpstreamFailed
 from app.llm.registry import ModelInfo
 from app.models import Chat, ChatLlmTool, ChatSummary, Message, Upload
@@ -240,7 +240,7 @@ def _follow_root(chat: Chat, old_root: str | None, new_root: str | None) -> None
 
 async def send_message(
     services: Services,
-    db: AsyncSession,
+    connection: AsyncConnection,
     user_id: uuid.UUID,
     chat_id: uuid.UUID,
     content: str,
@@ -251,8 +251,64 @@ async def send_message(
     quota: Mapping[str, Any] | None,
 ) -> Turn:
     """Store the user's message under `parent` and start the turn that answers it; `quota` is
-    the user's own (null: the defaults apply)."""
+    the user's own (null: the defaults apply). `connection` is the request's, its statements
+    committing alone (`app.api.deps`).
+
+    The common send (after the active leaf, text only, a usable model, no quota to read) is one
+    statement on PostgreSQL (`repository.send_at_once`); everything else, and every send it
+    cannot claim the chat for, goes the long way in a transaction, which also says why a send is
+    refused."""
     now = services.clock.now()
+    limits = quotas.limits_for(services.settings, quota)
+    if (
+        parent == ACTIVE
+        and not attachments
+        and content.strip()
+        and limits.unlimited
+        and connection.dialect.name == "postgresql"
+        and (model_id is None or _usable(services, model_id))
+    ):
+        owner = services.turns.new_owner()
+        claim = leases.claim_values(
+            chat_id, user_id, owner, now, services.turns.lease, title=title_from(content)
+        )
+        usable = services.registry.available()
+        sent = await repository.send_at_once(
+            connection, claim, content=content, model_id=model_id, usable=list(usable)
+        )
+        if sent is not None:
+            used, question_id, first_round_id = sent
+            model = usable[used]
+            plan = (chat_id, user_id, owner, question_id, first_round_id, model, limits)
+            return _launch(services, *plan)
+    async with session_on(connection) as db:
+        return await _send(
+            services, db, user_id, chat_id, content, attachments, model_id, parent, limits, now
+        )
+
+
+def _usable(services: Services, model_id: str) -> bool:
+    try:
+        usable_model(services, model_id)
+    except Invalid:
+        return False
+    return True
+
+
+async def _send(
+    services: Services,
+    db: AsyncSession,
+    user_id: uuid.UUID,
+    chat_id: uuid.UUID,
+    content: str,
+    attachments: Sequence[uuid.UUID],
+    model_id: str | None,
+    parent: Parent,
+    limits: Limits,
+    now: datetime,
+) -> Turn:
+    """`send_message` the long way: claim the chat (or read it and take its lease after what
+    a dead turn left), check every part of the send, store it, commit."""
     owner = services.turns.new_owner()
     chat = await leases.claim_for_message(
         db, chat_id, user_id, owner, now, services.turns.lease, title=title_from(content)
@@ -279,7 +335,7 @@ async def send_message(
         )
         if owned != len(attached):
             raise NotFound("upload not found")
-    limits = await _within_quota(services, db, user_id, quota, now)
+    await quotas.refuse_if_exceeded(db, services.registry, user_id, limits, now, services.metrics)
     if not claimed:
         title = title_from(content) if chat.title is None else None
         taken = await _take_lease(services, db, chat, now, for_message=True, title=title)
@@ -297,7 +353,8 @@ async def send_message(
         now=now,
     )
     await db.commit()
-    return _launch(services, chat, owner, question_id, first_round_id, model, limits)
+    plan = (chat.id, chat.user_id, owner, question_id, first_round_id, model, limits)
+    return _launch(services, *plan)
 
 
 async def _within_quota(
@@ -329,12 +386,14 @@ async def _start_answer(
     await db.flush()
     chat.active_leaf_id = first_round.id
     await db.commit()
-    return _launch(services, chat, owner, question_id, first_round.id, model, limits)
+    plan = (chat.id, chat.user_id, owner, question_id, first_round.id, model, limits)
+    return _launch(services, *plan)
 
 
 def _launch(
     services: Services,
-    chat: Chat,
+    chat_id: uuid.UUID,
+    user_id: uuid.UUID,
     owner: str,
     question_id: int,
     first_round_id: int,
@@ -344,8 +403,8 @@ def _launch(
     """Launch the turn that answers `question_id`, its first round stored and committed."""
     plan = TurnPlan(
         owner=owner,
-        user_id=chat.user_id,
-        chat_id=chat.id,
+        user_id=user_id,
+        chat_id=chat_id,
         user_message_id=question_id,
         model=model,
         first_round_id=first_round_id,

@@ -115,5 +115,9 @@ class ModelRegistry:
             return self._reachable.get(provider.id, False)
         return provider.api_key_env is not None or provider.base_url is not None
 
+    def available(self) -> dict[str, ModelInfo]:
+        """The models a chat can use now, by id."""
+        return {model.id: model for model in self._models.values() if self.is_available(model)}
+
     def default_model(self) -> ModelInfo | None:
         return next((m for m in self._models.values() if self.is_available(m)), None)

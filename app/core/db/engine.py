@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -162,6 +162,15 @@ async def in_transactions(connection: AsyncConnection) -> None:
         await connection.execution_options(
             isolation_level=connection.dialect.default_isolation_level
         )
+
+
+@contextlib.asynccontextmanager
+async def session_on(connection: AsyncConnection) -> AsyncIterator[AsyncSession]:
+    """An ORM session on the request's `connection`, in a transaction of its own
+    (`in_transactions`): a route's session, or what a route opens once it knows it needs one."""
+    await in_transactions(connection)
+    async with AsyncSession(bind=connection, expire_on_commit=False) as session:
+        yield session
 
 
 async def one_snapshot(connection: AsyncConnection) -> None:

@@ -23,7 +23,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import bindparam, exists, select
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from app.models import ActivatedTool, ChatEvidence, ChatLlmTool, ChatSummary, Message, Upload
 from app.models.paths import BOUND_PATH, on_path
@@ -80,7 +80,7 @@ _MESSAGES = (
         Message.status,
         Message.model,
         Message.provider_details,
-        Message.meta,
+        Message.meta.label("meta"),  # its column's name is `metadata`: read on a connection too
         Message.created_at,
         Message.input_tokens,
         Message.cache_read_tokens,
@@ -136,8 +136,13 @@ async def load_rows(db: AsyncSession, chat_id: uuid.UUID) -> list[StoredMessage]
     return rows
 
 
-async def load_path(db: AsyncSession, chat_id: uuid.UUID) -> tuple[list[StoredMessage], Beside]:
-    """`load_rows`, and what else hangs off the path (`Beside`)."""
+Path = tuple[list[StoredMessage], Beside]
+"""A chat's active path as `load_path` reads it."""
+
+
+async def load_path(db: AsyncSession | AsyncConnection, chat_id: uuid.UUID) -> Path:
+    """`load_rows`, and what else hangs off the path (`Beside`); on a session, or on a
+    connection (a request's, whose send just stored the path's end: `app.chats.service`)."""
     keys = {"chat_id": chat_id}
     messages = (await db.execute(_MESSAGES_PROBED, keys)).all()
     if not messages:
@@ -200,7 +205,7 @@ def media_of(value: Any) -> tuple[StoredMedium, ...]:
 
 
 async def _attachments(
-    db: AsyncSession, metas: list[dict[str, Any] | None]
+    db: AsyncSession | AsyncConnection, metas: list[dict[str, Any] | None]
 ) -> dict[str, StoredMedium]:
     ids = {uuid.UUID(i) for meta in metas for i in attachment_ids(meta)}
     if not ids:

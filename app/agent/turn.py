@@ -65,7 +65,7 @@ from app.agent.leases import INTERRUPTED_ROUND
 from app.agent.live import DONE_EVENT, Reader, TurnLog
 from app.agent.partial import Mark, SentText
 from app.agent.quotas import Limits, QuotaGuard
-from app.agent.rows import StoredMessage, load_path
+from app.agent.rows import Path, StoredMessage, load_path
 from app.agent.runtime import TurnRuntime
 from app.agent.stream import (
     SDK_VERSION,
@@ -155,6 +155,9 @@ class TurnPlan:
     """The first round's assistant row, when sending stored it with the user message."""
     limits: Limits = field(default_factory=Limits)
     """The user's quota, checked before each later round (`app.agent.quotas`)."""
+    path: Path | None = None
+    """The chat's active path as the send that started the turn left it, read on the send's
+    own connection: the turn reads it no more (see `Turn._history`)."""
 
 
 def end_status(error: BaseException, streamed: bool) -> str:
@@ -349,8 +352,8 @@ class Turn:
 
     async def _history_for(self, stream: TurnEventStream) -> _History:
         """The history, after a summary first when the last request neared the context window."""
-        history = await self._history()
         plan = self.plan
+        history = await self._history(plan.path)
         if plan.resume is None and due(history.rows, self.services.settings, plan.model):
             stream.compaction = await self._compact()
             if stream.compaction is not None:
@@ -516,30 +519,51 @@ class Turn:
         passages = evidence.cited(rows)
         return (recorder.message_ids[-1], passages) if passages else None
 
-    async def _history(self) -> _History:
+    async def _history(self, path: Path | None = None) -> _History:
         """What the run is built from, read in one session that only reads: the chat's rows
         (less the round the chat service opened for this turn), its activations, latest summary
-        and evidence, each only when the path has any (`app.agent.rows.Beside`)."""
+        and evidence, each only when the path has any (`app.agent.rows.Beside`).
+
+        A send hands over the `path` it read on its own connection; a turn given one that has
+        nothing else hanging off it reads nothing, and starts its run a pooled connection, a
+        session and a round trip sooner (`bench/turn_overhead.py` a)."""
         services, plan = self.services, self.plan
+        budget = services.settings.search_budget
+        compact = services.settings.compact_tool_returns
+
+        def history(
+            rows: list[StoredMessage],
+            anchors: dict[int, list[str]] | None = None,
+            summary: StoredSummary | None = None,
+            question: evidence.QuestionEvidence | None = None,
+            capsule: str | None = None,
+        ) -> _History:
+            if plan.first_round_id is not None:
+                rows = [row for row in rows if row.id != plan.first_round_id]
+            if question is None:  # a new question
+                question = evidence.QuestionEvidence(plan.user_message_id, budget)
+            return _History(rows, anchors or {}, summary, question, capsule)
+
+        if path is not None and plan.resume is None:
+            rows, beside = path
+            if not (beside.activations or beside.summaries or (compact and beside.evidence)):
+                return history(rows)
 
         async def read(db: AsyncSession) -> _History:
-            rows, beside = await load_path(db, plan.chat_id)
+            rows, beside = path if path is not None else await load_path(db, plan.chat_id)
             anchors = await load_anchors(db, plan.chat_id) if beside.activations else {}
             summary = await latest_summary(db, plan.chat_id) if beside.summaries else None
-            budget = services.settings.search_budget
+            capsule = (
+                await evidence.earlier_capsule(db, plan.chat_id, plan.user_message_id)
+                if compact and beside.evidence
+                else None
+            )
             question = (
                 await evidence.load_question(db, plan.chat_id, plan.user_message_id, budget)
                 if plan.resume is not None
-                else evidence.QuestionEvidence(plan.user_message_id, budget)  # a new one
-            )
-            capsule = (
-                await evidence.earlier_capsule(db, plan.chat_id, plan.user_message_id)
-                if services.settings.compact_tool_returns and beside.evidence
                 else None
             )
-            if plan.first_round_id is not None:
-                rows = [row for row in rows if row.id != plan.first_round_id]
-            return _History(rows, anchors, summary, question, capsule)
+            return history(rows, anchors, summary, question, capsule)
 
         return await transaction(services.alone, read, what="reading the chat")
 

@@ -23,6 +23,7 @@ from datetime import datetime
 from typing import Any, Final, Literal
 
 from sqlalchemy import exists, func, select, update
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 from sqlalchemy.orm import aliased
 
@@ -30,6 +31,7 @@ from app.agent import approvals, leases, quotas
 from app.agent.activations import list_activations, reset_activations
 from app.agent.capabilities.recorder import round_row
 from app.agent.quotas import Limits
+from app.agent.rows import Path, load_path
 from app.agent.summaries import NothingToCover, SummaryFailed, summarise
 from app.agent.turn import Turn, TurnPlan
 from app.chats import repository
@@ -279,8 +281,12 @@ async def send_message(
         if sent is not None:
             used, question_id, first_round_id = sent
             model = usable[used]
+            try:
+                path: Path | None = await load_path(connection, chat_id)
+            except DBAPIError:  # the send is stored: the turn reads the path and answers for it
+                path = None
             plan = (chat_id, user_id, owner, question_id, first_round_id, model, limits)
-            return _launch(services, *plan)
+            return _launch(services, *plan, path=path)
     async with session_on(connection) as db:
         return await _send(
             services, db, user_id, chat_id, content, attachments, model_id, parent, limits, now
@@ -352,9 +358,10 @@ async def _send(
         model_id=model.id,
         now=now,
     )
+    path = await load_path(db, chat.id)  # the turn's history, in the send's transaction
     await db.commit()
     plan = (chat.id, chat.user_id, owner, question_id, first_round_id, model, limits)
-    return _launch(services, *plan)
+    return _launch(services, *plan, path=path)
 
 
 async def _within_quota(
@@ -399,8 +406,11 @@ def _launch(
     first_round_id: int,
     model: ModelInfo,
     limits: Limits,
+    *,
+    path: Path | None = None,
 ) -> Turn:
-    """Launch the turn that answers `question_id`, its first round stored and committed."""
+    """Launch the turn that answers `question_id`, its first round stored and committed; the
+    chat's active `path`, when the caller read it."""
     plan = TurnPlan(
         owner=owner,
         user_id=user_id,
@@ -409,6 +419,7 @@ def _launch(
         model=model,
         first_round_id=first_round_id,
         limits=limits,
+        path=path,
     )
     return services.turns.launch(plan)
 

@@ -17,13 +17,17 @@ from typing import Any
 
 import pytest
 from sqlalchemy import event, select, text, update
+from sqlalchemy.exc import DBAPIError
 
+from app.agent import turn
+from app.chats import service
 from app.llm.registry import ModelRegistry
 from app.models import Chat, Message
 from app.services import Services
 from tests.fakes.providers import FakeProviderServer, Reply
 from tests.provider_setup import MODEL_IDS
 from tests.support import Client, parse_stream, wait_until_idle
+from tests.wire import conversation
 
 pytestmark = pytest.mark.usefixtures("services", "registry")
 
@@ -134,6 +138,72 @@ async def test_a_send_after_the_active_leaf_stores_what_the_long_way_stores(
         assert chat.active_leaf_id == messages[-1]["id"]
         assert chat.turn_owner is None and chat.turn_lease_until is None
         assert chat.updated_at >= messages[-1]["created_at"]
+
+
+async def test_a_turn_reads_nothing_the_send_read_for_it(
+    user: Client,
+    services: Services,
+    fakes: dict[str, FakeProviderServer],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The send reads the chat's path once its rows are stored and hands it to the turn, which
+    reads it no more: one read per send, the send's, and the model gets the whole conversation
+    from it, the turn's own round left out. On the long way (a named parent) too."""
+    fake = fakes["openai"]
+    fake.script(Reply(text="A1."), Reply(text="A2."), Reply(text="A3."))
+    chat_id = await new_chat(user)
+    reads: list[str] = []
+
+    def counted(reader: str, read: Any) -> Any:
+        async def load_path(*args: Any) -> Any:
+            reads.append(reader)
+            return await read(*args)
+
+        return load_path
+
+    monkeypatch.setattr(service, "load_path", counted("send", service.load_path))
+    monkeypatch.setattr(turn, "load_path", counted("turn", turn.load_path))
+    await post(user, chat_id, {"content": "Q1"})
+    await post(user, chat_id, {"content": "Q2"})
+    leaf = (await chat_row(services, chat_id)).active_leaf_id
+    await post(user, chat_id, {"content": "Q3", "parent_id": leaf})
+    assert reads == ["send", "send", "send"]
+    said = [
+        (m["role"], m["content"])
+        for m in conversation(fake.model_requests[-1].body)
+        if m["role"] != "system"
+    ]
+    assert said == [
+        ("user", "Q1"),
+        ("assistant", "A1."),
+        ("user", "Q2"),
+        ("assistant", "A2."),
+        ("user", "Q3"),
+    ]
+
+
+async def test_a_send_whose_path_read_fails_still_answers(
+    user: Client,
+    services: Services,
+    fakes: dict[str, FakeProviderServer],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On PostgreSQL the message is stored before the send reads the path: a read that fails
+    there leaves the turn to read it, and the answer comes as usual."""
+    fakes["openai"].script(Reply(text="Still here."))
+    chat_id = await new_chat(user)
+
+    async def failing(*_args: Any) -> Any:
+        raise DBAPIError("SELECT", {}, ConnectionError("the connection dropped"))
+
+    monkeypatch.setattr(service, "load_path", failing)
+    if services.engine.dialect.name == "postgresql":
+        await post(user, chat_id, {"content": "Hello?"})
+        assert [m["content"] for m in await rows(services, chat_id)] == ["Hello?", "Still here."]
+    else:  # the long way reads it in the send's transaction: the send is refused whole
+        response = await user.post(f"/api/chats/{chat_id}/messages", json={"content": "Hello?"})
+        assert response.status_code in (500, 503), response.text
+        assert await rows(services, chat_id) == []
 
 
 async def test_a_send_hangs_under_the_leaf_a_concurrent_switch_committed(

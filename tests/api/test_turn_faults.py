@@ -259,7 +259,7 @@ async def test_a_fault_of_hearths_own_shows_no_internal_text(
         fakes["openai"].script(Reply(text="Working.", tool_calls=calls))
     else:
 
-        async def broken_history(self: Any) -> Any:
+        async def broken_history(self: Any, path: Any = None) -> Any:
             broken()
 
         monkeypatch.setattr(turns_module.Turn, "_history", broken_history)

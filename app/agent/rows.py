@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import uuid
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import bindparam, exists, select
+from sqlalchemy import CTE, Row, Select, bindparam, exists, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from app.models import ActivatedTool, ChatEvidence, ChatLlmTool, ChatSummary, Message, Upload
@@ -71,33 +72,43 @@ class StoredMessage:
 
 
 _PATH = BOUND_PATH
-_MESSAGES = (
-    select(
-        Message.id,
-        Message.role,
-        Message.content,
-        Message.reasoning,
-        Message.status,
-        Message.model,
-        Message.provider_details,
-        Message.meta.label("meta"),  # its column's name is `metadata`: read on a connection too
-        Message.created_at,
-        Message.input_tokens,
-        Message.cache_read_tokens,
-        Message.cache_write_tokens,
+
+
+def probed(path: CTE) -> Select[Any]:
+    """The messages of `path` in order, with the columns `Beside` is made from: what
+    `load_path` runs on a chat's active path, and what a send's statement reads on the path it
+    extends (`app.chats.repository`)."""
+    return (
+        select(
+            Message.id,
+            Message.role,
+            Message.content,
+            Message.reasoning,
+            Message.status,
+            Message.model,
+            Message.provider_details,
+            Message.meta.label("meta"),  # its column's name is `metadata`: read on a connection too
+            Message.created_at,
+            Message.input_tokens,
+            Message.cache_read_tokens,
+            Message.cache_write_tokens,
+            exists().where(ChatLlmTool.message_id.in_(on_path(path))).label("has_calls"),
+            exists().where(ActivatedTool.message_id.in_(on_path(path))).label("has_activations"),
+            exists()
+            .where(ChatSummary.covers_up_to_message_id.in_(on_path(path)))
+            .label("has_summaries"),
+            exists()
+            .where(
+                ChatEvidence.chat_id == bindparam("chat_id"), ChatEvidence.epoch.in_(on_path(path))
+            )
+            .label("has_evidence"),
+        )
+        .join(path, Message.id == path.c.id)
+        .order_by(Message.id)
     )
-    .join(_PATH, Message.id == _PATH.c.id)
-    .order_by(Message.id)
-)
-_BESIDE = (
-    exists().where(ChatLlmTool.message_id.in_(on_path(_PATH))).label("has_calls"),
-    exists().where(ActivatedTool.message_id.in_(on_path(_PATH))).label("has_activations"),
-    exists().where(ChatSummary.covers_up_to_message_id.in_(on_path(_PATH))).label("has_summaries"),
-    exists()
-    .where(ChatEvidence.chat_id == bindparam("chat_id"), ChatEvidence.epoch.in_(on_path(_PATH)))
-    .label("has_evidence"),
-)
-_MESSAGES_PROBED = _MESSAGES.add_columns(*_BESIDE)
+
+
+_MESSAGES_PROBED = probed(_PATH)
 _CALLS = (
     select(
         ChatLlmTool.id,
@@ -143,13 +154,20 @@ Path = tuple[list[StoredMessage], Beside]
 async def load_path(db: AsyncSession | AsyncConnection, chat_id: uuid.UUID) -> Path:
     """`load_rows`, and what else hangs off the path (`Beside`); on a session, or on a
     connection (a request's, whose send just stored the path's end: `app.chats.service`)."""
-    keys = {"chat_id": chat_id}
-    messages = (await db.execute(_MESSAGES_PROBED, keys)).all()
+    messages = (await db.execute(_MESSAGES_PROBED, {"chat_id": chat_id})).all()
+    return await stored_path(db, chat_id, messages)
+
+
+async def stored_path(
+    db: AsyncSession | AsyncConnection, chat_id: uuid.UUID, messages: Sequence[Row[Any]]
+) -> Path:
+    """The path whose messages `probed` read, with their tool calls and attachments, read on
+    `db` when the path has any."""
     if not messages:
         return [], Beside()
     first = messages[0]
     beside = Beside(first.has_calls, first.has_activations, first.has_summaries, first.has_evidence)
-    calls = (await db.execute(_CALLS, keys)).all() if beside.calls else []
+    calls = (await db.execute(_CALLS, {"chat_id": chat_id})).all() if beside.calls else []
     by_message: dict[int, list[StoredToolCall]] = defaultdict(list)
     for call in calls:
         by_message[call.message_id].append(

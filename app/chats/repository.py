@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import uuid
 from collections import defaultdict
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -34,19 +35,22 @@ from sqlalchemy import (
     literal_column,
     or_,
     select,
+    true,
     update,
 )
 from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 from sqlalchemy.orm.attributes import set_committed_value
 
 from app.agent import leases
 from app.agent.capabilities.recorder import round_row
+from app.agent.rows import Path, StoredMessage, probed, stored_path
 from app.chats import views
 from app.core.db.engine import one_snapshot, rows_changed
 from app.knowledge import evidence
 from app.models import Chat, ChatLlmTool, ChatSummary, Message, Upload
-from app.models.paths import BOUND_PATH, on_path
+from app.models.paths import BOUND_PATH, on_path, path_to
 
 _CHAT_DETAIL = select(
     Chat.id,
@@ -207,12 +211,14 @@ async def add_question(
     return question.id, first_round.id
 
 
-def _send_at_once() -> Select[tuple[str, int, int]]:
+def _send_at_once() -> Select[Any]:
     """PostgreSQL: a whole send after the active leaf in one statement: the chat claimed as
     `leases.CLAIM_FOR_MESSAGE` claims it (and only if its model is one of `usable`), the user's
     message under the chat's active leaf, the first round of its answer under the message, and
     the round made the active leaf. It answers the model, the message's id and the round's, or
-    no row when the chat could not be claimed (nothing is written then).
+    no row when the chat could not be claimed (nothing is written then). With them, one row per
+    message of the path the message extends (`app.agent.rows.probed`), which the statement's
+    snapshot shows without the two new rows: the turn's history, with no read of its own.
 
     A table is written once per statement, so the chats row is claimed and given its new leaf
     in one UPDATE, with the two ids drawn from the sequence beforehand, the message's first (ids
@@ -222,8 +228,9 @@ def _send_at_once() -> Select[tuple[str, int, int]]:
     switch committed while the statement waited for the row
     (`tests/api/test_send_at_once.py`).
 
-    Against the long way's BEGIN, claim, insert and COMMIT it saves three round trips and the
-    ORM's work on the chat row, on the way to the first token (`bench/turn_overhead.py` a)."""
+    Against the long way's BEGIN, claim, insert, path read and COMMIT it saves four round trips
+    and the ORM's work on the chat row, on the way to the first token (`bench/turn_overhead.py`
+    a)."""
     column = Message.__table__.c
     chat_id = bindparam("chat_id", type_=column.chat_id.type)
     at = bindparam("now", type_=column.created_at.type)
@@ -277,13 +284,30 @@ def _send_at_once() -> Select[tuple[str, int, int]]:
             at,
         ),
     )
-    return select(claimed.c.model, claimed.c.question_id, claimed.c.round_id).add_cte(
-        question.cte("question"), answer.cte("answer")
+    extended = path_to(select(leaf.c.active_leaf_id).scalar_subquery(), chat_id)
+    read = probed(extended).subquery("read")
+    return (
+        select(claimed.c.model.label("sent_model"), claimed.c.question_id, claimed.c.round_id, read)
+        .select_from(claimed.outerjoin(read, true()))
+        .order_by(read.c.id)
+        .add_cte(question.cte("question"), answer.cte("answer"))
     )
 
 
 _SEND_AT_ONCE = _send_at_once()
 """Built once (see above)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Sent:
+    """What `send_at_once` stored: the model that answers, the message's id and the round's, and
+    the chat's active path up to the message (the turn's history: `TurnPlan.path`)."""
+
+    model: str
+    question_id: int
+    round_id: int
+    path: Path | None
+    """None when the path's tool calls or attachments could not be read: the turn reads it."""
 
 
 async def send_at_once(
@@ -293,13 +317,32 @@ async def send_at_once(
     content: str,
     model_id: str | None,
     usable: list[str],
-) -> tuple[str, int, int] | None:
+) -> Sent | None:
     """PostgreSQL, on a connection whose statements commit alone: `_SEND_AT_ONCE` with the
-    lease's `claim` values (`leases.claim_values`); the model, the message's id and the round's,
-    or None when the chat could not be claimed (the caller goes the long way)."""
+    lease's `claim` values (`leases.claim_values`); None when the chat could not be claimed (the
+    caller goes the long way)."""
     values = {**claim, "asked_model": model_id, "usable": usable, "text": content}
-    row = (await connection.execute(_SEND_AT_ONCE, values)).first()
-    return None if row is None else (row.model, row.question_id, row.round_id)
+    found = (await connection.execute(_SEND_AT_ONCE, values)).all()
+    if not found:
+        return None
+    first = found[0]
+    on_path = [row for row in found if row.id is not None]
+    try:
+        rows, beside = await stored_path(connection, claim["chat_id"], on_path)
+    except DBAPIError:  # the send is stored: the turn reads the path and answers for it
+        return Sent(first.sent_model, first.question_id, first.round_id, None)
+    question = StoredMessage(
+        id=first.question_id,
+        role="user",
+        content=content,
+        reasoning=None,
+        status="ok",
+        model=None,
+        provider_details=None,
+        meta={},
+        created_at=claim["now"],
+    )
+    return Sent(first.sent_model, first.question_id, first.round_id, ([*rows, question], beside))
 
 
 async def get_chat(db: AsyncSession, user_id: uuid.UUID, chat_id: uuid.UUID) -> Chat | None:

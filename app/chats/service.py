@@ -23,7 +23,6 @@ from datetime import datetime
 from typing import Any, Final, Literal
 
 from sqlalchemy import exists, func, select, update
-from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 from sqlalchemy.orm import aliased
 
@@ -279,14 +278,8 @@ async def send_message(
             connection, claim, content=content, model_id=model_id, usable=list(usable)
         )
         if sent is not None:
-            used, question_id, first_round_id = sent
-            model = usable[used]
-            try:
-                path: Path | None = await load_path(connection, chat_id)
-            except DBAPIError:  # the send is stored: the turn reads the path and answers for it
-                path = None
-            plan = (chat_id, user_id, owner, question_id, first_round_id, model, limits)
-            return _launch(services, *plan, path=path)
+            plan = (chat_id, user_id, owner, sent.question_id, sent.round_id, usable[sent.model])
+            return _launch(services, *plan, limits, path=sent.path)
     async with session_on(connection) as db:
         return await _send(
             services, db, user_id, chat_id, content, attachments, model_id, parent, limits, now

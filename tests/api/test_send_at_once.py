@@ -19,12 +19,14 @@ import pytest
 from sqlalchemy import event, select, text, update
 from sqlalchemy.exc import DBAPIError
 
-from app.agent import turn
-from app.chats import service
+from app.agent import leases, turn
+from app.agent.rows import load_path
+from app.chats import repository, service
+from app.core.db.engine import statements_alone
 from app.llm.registry import ModelRegistry
 from app.models import Chat, Message
 from app.services import Services
-from tests.fakes.providers import FakeProviderServer, Reply
+from tests.fakes.providers import FakeProviderServer, Reply, ToolCall
 from tests.provider_setup import MODEL_IDS
 from tests.support import Client, parse_stream, wait_until_idle
 from tests.wire import conversation
@@ -116,9 +118,9 @@ async def test_a_send_after_the_active_leaf_stores_what_the_long_way_stores(
         await post(user, at_once, {"content": "Q1 first line\nmore"})
     sends = [sql for sql in seen if "INSERT INTO messages" in sql]
     if services.engine.dialect.name == "postgresql":
-        assert len(sends) == 1 and sends[0].startswith("WITH leaf"), seen
+        assert len(sends) == 1 and sends[0].startswith("WITH RECURSIVE leaf AS"), seen
     else:
-        assert not any(sql.startswith("WITH leaf") for sql in seen), seen
+        assert not any("leaf AS" in sql for sql in seen), seen
     await post(user, long_way, {"content": "Q1 first line\nmore", "parent_id": None})
     leaf = (await chat_row(services, at_once)).active_leaf_id
     await post(user, at_once, {"content": "Q2"})
@@ -146,9 +148,9 @@ async def test_a_turn_reads_nothing_the_send_read_for_it(
     fakes: dict[str, FakeProviderServer],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The send reads the chat's path once its rows are stored and hands it to the turn, which
-    reads it no more: one read per send, the send's, and the model gets the whole conversation
-    from it, the turn's own round left out. On the long way (a named parent) too."""
+    """The send reads the chat's path (on PostgreSQL in its own statement, the long way once its
+    rows are stored) and hands it to the turn, which reads it no more: one read per send, the
+    send's, and the model gets the whole conversation from it, the turn's own round left out."""
     fake = fakes["openai"]
     fake.script(Reply(text="A1."), Reply(text="A2."), Reply(text="A3."))
     chat_id = await new_chat(user)
@@ -162,6 +164,7 @@ async def test_a_turn_reads_nothing_the_send_read_for_it(
         return load_path
 
     monkeypatch.setattr(service, "load_path", counted("send", service.load_path))
+    monkeypatch.setattr(repository, "stored_path", counted("send", repository.stored_path))
     monkeypatch.setattr(turn, "load_path", counted("turn", turn.load_path))
     await post(user, chat_id, {"content": "Q1"})
     await post(user, chat_id, {"content": "Q2"})
@@ -182,6 +185,34 @@ async def test_a_turn_reads_nothing_the_send_read_for_it(
     ]
 
 
+async def test_the_path_a_send_reads_is_the_path_it_stored(
+    user: Client, services: Services, fakes: dict[str, FakeProviderServer]
+) -> None:
+    """What the one statement hands the turn equals what reading the chat afterwards finds,
+    tool calls included, less the round the send opened: the message it adds to the path
+    itself is the stored one, field for field."""
+    if services.engine.dialect.name != "postgresql":
+        pytest.skip("the one statement is PostgreSQL's")
+    calls = [ToolCall("list_files", {"path": "."}, id="call_1")]
+    fakes["openai"].script(Reply(text="Looking.", tool_calls=calls), Reply(text="Done."))
+    chat_id = await new_chat(user)
+    await post(user, chat_id, {"content": "What is there?"})
+    now = services.clock.now()
+    user_id = uuid.UUID(user.user["id"])
+    claim = leases.claim_values(chat_id, user_id, "a test", now, timedelta(minutes=1), title=None)
+    async with services.engine.connect() as connection:
+        await statements_alone(connection)
+        sent = await repository.send_at_once(
+            connection, claim, content="And now?", model_id=None, usable=[MODEL_IDS["openai"]]
+        )
+    assert sent is not None and sent.path is not None
+    async with services.sessions() as db:
+        stored, beside = await load_path(db, chat_id)
+    assert stored[-1].id == sent.round_id
+    assert sent.path == (stored[:-1], beside)
+    assert beside.calls and stored[1].tool_calls[0].tool_call_id == "call_1"
+
+
 async def test_a_send_whose_path_read_fails_still_answers(
     user: Client,
     services: Services,
@@ -197,6 +228,7 @@ async def test_a_send_whose_path_read_fails_still_answers(
         raise DBAPIError("SELECT", {}, ConnectionError("the connection dropped"))
 
     monkeypatch.setattr(service, "load_path", failing)
+    monkeypatch.setattr(repository, "stored_path", failing)
     if services.engine.dialect.name == "postgresql":
         await post(user, chat_id, {"content": "Hello?"})
         assert [m["content"] for m in await rows(services, chat_id)] == ["Hello?", "Still here."]
@@ -230,7 +262,7 @@ async def test_a_send_hangs_under_the_leaf_a_concurrent_switch_committed(
                 locked = await waiting.scalar(
                     text(
                         "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-                        "AND query LIKE 'WITH leaf%'"
+                        "AND query LIKE 'WITH RECURSIVE leaf AS%'"
                     )
                 )
             finally:

@@ -148,9 +148,10 @@ async def test_a_turn_reads_nothing_the_send_read_for_it(
     fakes: dict[str, FakeProviderServer],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The send reads the chat's path (on PostgreSQL in its own statement, the long way once its
-    rows are stored) and hands it to the turn, which reads it no more: one read per send, the
-    send's, and the model gets the whole conversation from it, the turn's own round left out."""
+    """On PostgreSQL the send reads the chat's path (in its own statement, the long way once its
+    rows are committed) and hands it to the turn, which reads it no more: one read per send, the
+    send's, and the model gets the whole conversation from it, the turn's own round left out.
+    On SQLite the turn reads it (`service._path_after_send` says why)."""
     fake = fakes["openai"]
     fake.script(Reply(text="A1."), Reply(text="A2."), Reply(text="A3."))
     chat_id = await new_chat(user)
@@ -170,7 +171,8 @@ async def test_a_turn_reads_nothing_the_send_read_for_it(
     await post(user, chat_id, {"content": "Q2"})
     leaf = (await chat_row(services, chat_id)).active_leaf_id
     await post(user, chat_id, {"content": "Q3", "parent_id": leaf})
-    assert reads == ["send", "send", "send"]
+    postgresql = services.engine.dialect.name == "postgresql"
+    assert reads == ["send", "send", "send"] if postgresql else ["turn", "turn", "turn"]
     said = [
         (m["role"], m["content"])
         for m in conversation(fake.model_requests[-1].body)
@@ -219,9 +221,12 @@ async def test_a_send_whose_path_read_fails_still_answers(
     fakes: dict[str, FakeProviderServer],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """On PostgreSQL the message is stored before the send reads the path: a read that fails
-    there leaves the turn to read it, and the answer comes as usual."""
-    fakes["openai"].script(Reply(text="Still here."))
+    """The message is stored before the send reads the rest of the path (its tool calls on
+    PostgreSQL, the whole path the long way): a read that fails there leaves the turn to read
+    it, and the answer comes as usual, both ways."""
+    if services.engine.dialect.name != "postgresql":
+        pytest.skip("on SQLite the turn reads the path: the send reads nothing for it")
+    fakes["openai"].script(Reply(text="Still here."), Reply(text="Again."))
     chat_id = await new_chat(user)
 
     async def failing(*_args: Any) -> Any:
@@ -229,13 +234,11 @@ async def test_a_send_whose_path_read_fails_still_answers(
 
     monkeypatch.setattr(service, "load_path", failing)
     monkeypatch.setattr(repository, "stored_path", failing)
-    if services.engine.dialect.name == "postgresql":
-        await post(user, chat_id, {"content": "Hello?"})
-        assert [m["content"] for m in await rows(services, chat_id)] == ["Hello?", "Still here."]
-    else:  # the long way reads it in the send's transaction: the send is refused whole
-        response = await user.post(f"/api/chats/{chat_id}/messages", json={"content": "Hello?"})
-        assert response.status_code in (500, 503), response.text
-        assert await rows(services, chat_id) == []
+    await post(user, chat_id, {"content": "Hello?"})
+    leaf = (await chat_row(services, chat_id)).active_leaf_id
+    await post(user, chat_id, {"content": "Once more?", "parent_id": leaf})
+    stored = [m["content"] for m in await rows(services, chat_id)]
+    assert stored == ["Hello?", "Still here.", "Once more?", "Again."]
 
 
 async def test_a_send_hangs_under_the_leaf_a_concurrent_switch_committed(

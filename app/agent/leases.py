@@ -103,23 +103,13 @@ runs, and what `app.chats.repository` builds the whole of a send on."""
 _CLAIM_FOR_MESSAGE = CLAIM_FOR_MESSAGE.returning(Chat).execution_options(populate_existing=True)
 
 
-async def claim_for_message(
-    db: AsyncSession,
-    chat_id: uuid.UUID,
-    user_id: uuid.UUID,
-    owner: str,
-    now: datetime,
-    lease: timedelta,
-    *,
-    title: str | None,
-) -> Chat | None:
+async def claim_for_message(db: AsyncSession, claim: dict[str, Any]) -> Chat | None:
     """`acquire(for_message=True)` of a chat that no turn holds or left behind (its owner is
-    null), returning the chat as the statement left it: sending reads and takes the chat in
-    one statement. None for any other chat (not the user's, held, or left by a dead turn whose
-    leftovers need settling first): the caller then reads it and goes the long way
-    (`app.chats.service`)."""
-    values = claim_values(chat_id, user_id, owner, now, lease, title=title)
-    return await db.scalar(_CLAIM_FOR_MESSAGE, values)
+    null), with `claim_values`, returning the chat as the statement left it: sending reads and
+    takes the chat in one statement. None for any other chat (not the user's, held, or left by
+    a dead turn whose leftovers need settling first): the caller then reads it and goes the
+    long way (`app.chats.service`)."""
+    return await db.scalar(_CLAIM_FOR_MESSAGE, claim)
 
 
 def claim_values(

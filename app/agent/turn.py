@@ -156,8 +156,8 @@ class TurnPlan:
     limits: Limits = field(default_factory=Limits)
     """The user's quota, checked before each later round (`app.agent.quotas`)."""
     path: Path | None = None
-    """The chat's active path as the send that started the turn left it, read on the send's
-    own connection: the turn reads it no more (see `Turn._history`)."""
+    """The chat's active path as the send that started the turn left it, read by the send (on
+    PostgreSQL: `app.chats.service`): the turn reads it no more (see `Turn._history`)."""
 
 
 def end_status(error: BaseException, streamed: bool) -> str:

@@ -262,6 +262,10 @@ async def send_message(
     refused."""
     now = services.clock.now()
     limits = quotas.limits_for(services.settings, quota)
+    owner = services.turns.new_owner()
+    claim = leases.claim_values(
+        chat_id, user_id, owner, now, services.turns.lease, title=title_from(content)
+    )
     if (
         parent == ACTIVE
         and not attachments
@@ -270,10 +274,6 @@ async def send_message(
         and connection.dialect.name == "postgresql"
         and (model_id is None or _usable(services, model_id))
     ):
-        owner = services.turns.new_owner()
-        claim = leases.claim_values(
-            chat_id, user_id, owner, now, services.turns.lease, title=title_from(content)
-        )
         usable = services.registry.available()
         sent = await repository.send_at_once(
             connection, claim, content=content, model_id=model_id, usable=list(usable)
@@ -283,9 +283,7 @@ async def send_message(
             fast: _Plan = (chat_id, user_id, owner, sent.question_id, sent.round_id, model, limits)
             return _launch(services, *fast, path=sent.path)
     async with session_on(connection) as db:
-        plan = await _send(
-            services, db, user_id, chat_id, content, attachments, model_id, parent, limits, now
-        )
+        plan = await _send(services, db, claim, content, attachments, model_id, parent, limits, now)
     return _launch(services, *plan, path=await _path_after_send(connection, chat_id))
 
 
@@ -323,8 +321,7 @@ def _usable(services: Services, model_id: str) -> bool:
 async def _send(
     services: Services,
     db: AsyncSession,
-    user_id: uuid.UUID,
-    chat_id: uuid.UUID,
+    claim: dict[str, Any],
     content: str,
     attachments: Sequence[uuid.UUID],
     model_id: str | None,
@@ -332,12 +329,11 @@ async def _send(
     limits: Limits,
     now: datetime,
 ) -> _Plan:
-    """`send_message` the long way: claim the chat (or read it and take its lease after what
-    a dead turn left), check every part of the send, store it, commit; what `_launch` takes."""
-    owner = services.turns.new_owner()
-    chat = await leases.claim_for_message(
-        db, chat_id, user_id, owner, now, services.turns.lease, title=title_from(content)
-    )
+    """`send_message` the long way: claim the chat with `claim` (`leases.claim_values`), or read
+    it and take its lease after what a dead turn left, check every part of the send, store it,
+    commit; what `_launch` takes."""
+    user_id, chat_id, owner = claim["of_user"], claim["chat_id"], claim["owner"]
+    chat = await leases.claim_for_message(db, claim)
     claimed = chat is not None
     if chat is None:  # not the user's, held, or left by a dead turn: the long way
         chat = await owned_chat(db, user_id, chat_id)

@@ -47,6 +47,8 @@ from sqlalchemy.ext.asyncio import (
 )
 from sqlalchemy.sql.dml import UpdateBase
 
+from app.core.db.sqlite_trips import one_trip_dbapi
+
 
 def sqlite_file(url: str) -> Path | None:
     """The file of a file-backed SQLite database URL, else None."""
@@ -91,6 +93,8 @@ for a pooled one). The ceiling of 30 at once stays where it was."""
 def create_engine(url: str, **kwargs: Any) -> AsyncEngine:
     ensure_sqlite_dir(url)
     if make_url(url).get_backend_name() == "sqlite":
+        if make_url(url).get_driver_name() == "aiosqlite":
+            kwargs.setdefault("module", one_trip_dbapi())  # a statement a trip (see there)
         engine = create_async_engine(url, **kwargs)
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
         return engine

@@ -34,11 +34,12 @@ from app.llm.dtl import (
     split_tail,
     tools_by_group,
 )
+from app.llm.wire.tool_schemas import SchemasOnce
 
 EPHEMERAL: dict[str, str] = {"type": "ephemeral"}
 
 
-class HearthAnthropicModel(AnthropicModel):
+class HearthAnthropicModel(SchemasOnce, AnthropicModel):
     @property
     def dtl_mode(self) -> DtlMode:
         """The profile's DTL mode when it is Anthropic's own, `none` otherwise."""

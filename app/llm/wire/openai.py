@@ -42,6 +42,7 @@ from app.llm.dtl import (
     profile_dtl_mode,
     tools_by_group,
 )
+from app.llm.wire.tool_schemas import SchemasOnce
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +54,7 @@ class _Mapping:
 _MAPPING: ContextVar[_Mapping | None] = ContextVar("hearth_openai_mapping", default=None)
 
 
-class HearthOpenAIChatModel(OpenAIChatModel):
+class HearthOpenAIChatModel(SchemasOnce, OpenAIChatModel):
     # Video goes as `video_url` below, so the profile may say so when the model has `video`.
     _unsupported_file_inputs = frozenset()
 

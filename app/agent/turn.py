@@ -59,7 +59,7 @@ from app.agent.capabilities.media import MediaRouter
 from app.agent.capabilities.recorder import Recorder
 from app.agent.capabilities.request_log import RequestLog
 from app.agent.capabilities.request_shape import RequestShape
-from app.agent.capabilities.turn_hooks import TurnHooks
+from app.agent.capabilities.turn_hooks import TurnHooks, TurnSlot
 from app.agent.history import build_history
 from app.agent.leases import INTERRUPTED_ROUND
 from app.agent.live import DONE_EVENT, Reader, TurnLog
@@ -119,11 +119,13 @@ read_file_tool: Tool[TurnDeps] = Tool(read_file, prepare=describe_read_file)
 def turn_agent(model: Model) -> Agent[TurnDeps, str]:
     """The agent of a model's turns; the `ModelCache` keeps one per model, beside the model.
 
-    What differs per turn (history, deps, toolsets, capabilities) is passed to each run.
+    What differs per turn (history, deps, toolsets) is passed to each run; its capability comes
+    with its deps (`TurnSlot`).
     """
     return Agent(
         model,
         deps_type=TurnDeps,
+        capabilities=[TurnSlot()],
         tools=[
             read_file_tool,
             list_files,
@@ -417,6 +419,7 @@ class Turn:
                 RequestShape(services.clock, max_rounds),
             ],
         )
+        deps.capability = hooks
         agent = services.models.agent(plan.model, services.registry, turn_agent)
         async with (
             agent.run_stream_events(
@@ -428,7 +431,6 @@ class Turn:
                     *([summary_block(summary)] if summary else []),
                 ],
                 toolsets=[GroupToolset(services.group_call)],
-                capabilities=[hooks],
                 model_settings=model_settings(plan.model),
                 deps=deps,
                 output_type=TURN_OUTPUT,

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic_ai import RunContext
+from pydantic_ai.capabilities import AbstractCapability
 
 from app.knowledge.evidence import QuestionEvidence
 from app.tools.asks import ServerAsks
@@ -42,3 +43,6 @@ class TurnDeps:
     asks: Callable[[RunContext[Any], str], ServerAsks] | None = None
     """(the call's context, its tool_call_id) -> what answers its server's own requests: the
     turn's forms and completions; None where no turn can answer (they are then refused)."""
+    capability: AbstractCapability[Any] | None = None
+    """The turn's own capability (`app.agent.capabilities.turn_hooks.TurnHooks`), which the turn
+    agent's `TurnSlot` makes the run's."""

@@ -45,9 +45,9 @@ from sqlalchemy.orm.attributes import set_committed_value
 
 from app.agent import leases
 from app.agent.capabilities.recorder import round_row
-from app.agent.rows import Path, StoredMessage, probed, stored_path
+from app.agent.rows import Path, StoredMessage, load_path, probed, stored_path
 from app.chats import views
-from app.core.db.engine import one_snapshot, rows_changed
+from app.core.db.engine import in_transactions, one_snapshot, rows_changed
 from app.knowledge import evidence
 from app.models import Chat, ChatLlmTool, ChatSummary, Message, Upload
 from app.models.paths import BOUND_PATH, on_path, path_to
@@ -298,6 +298,108 @@ def _send_at_once() -> Select[Any]:
 
 _SEND_AT_ONCE = _send_at_once()
 """Built once (see above)."""
+
+
+def _sent_in_steps() -> tuple[Update, Any, Any, Update]:
+    """SQLite: `_SEND_AT_ONCE` as four statements, since SQLite has no data-modifying CTEs:
+    the claim, which answers the model and the old leaf (`RETURNING` tells the row as the
+    statement left it, and the claim leaves the leaf alone), the message, the round, and the
+    round made the active leaf."""
+    column = Message.__table__.c
+    chat_id = bindparam("chat_id", type_=column.chat_id.type)
+    at = bindparam("now", type_=column.created_at.type)
+    model = func.coalesce(bindparam("asked_model", type_=column.model.type), Chat.model)
+    claim = leases.CLAIM_FOR_MESSAGE.where(
+        model.in_(bindparam("usable", expanding=True))
+    ).returning(model.label("model"), Chat.active_leaf_id)
+    question = (
+        insert(Message)
+        .values(
+            chat_id=chat_id,
+            parent_id=bindparam("under", type_=column.parent_id.type),
+            role="user",
+            content=bindparam("text", type_=column.content.type),
+            status="ok",
+            meta=bindparam("question_meta", type_=column.metadata.type),
+            created_at=at,
+        )
+        .returning(Message.id)
+    )
+    answer = (
+        insert(Message)
+        .values(
+            chat_id=chat_id,
+            parent_id=bindparam("question", type_=column.parent_id.type),
+            role="assistant",
+            content="",
+            status="streaming",
+            model=bindparam("round_model", type_=column.model.type),
+            meta=bindparam("round_meta", type_=column.metadata.type),
+            created_at=at,
+        )
+        .returning(Message.id)
+    )
+    leaf = (
+        update(Chat)
+        .where(Chat.id == chat_id)
+        .values(active_leaf_id=bindparam("round", type_=column.id.type))
+    )
+    return claim, question, answer, leaf
+
+
+_CLAIM, _QUESTION, _ANSWER, _LEAF = _sent_in_steps()
+"""Built once (see above)."""
+
+
+async def send_in_steps(
+    connection: AsyncConnection,
+    claim: dict[str, Any],
+    *,
+    content: str,
+    model_id: str | None,
+    usable: list[str],
+) -> Sent | None:
+    """SQLite: what `send_at_once` does, in one transaction on the request's `connection`, then
+    the path read after the commit (the turn holds the chat: nothing changes it meanwhile);
+    None, with nothing written, when the chat could not be claimed.
+
+    The long way's ORM session cost more than its statements, and its turn opened a session of
+    its own to read the path before its run; here the turn starts from the path it is handed."""
+    await in_transactions(connection)
+    try:
+        claimed = (
+            await connection.execute(_CLAIM, {**claim, "asked_model": model_id, "usable": usable})
+        ).first()
+        if claimed is None:
+            await connection.rollback()
+            return None
+        values = {"chat_id": claim["chat_id"], "now": claim["now"], "text": content}
+        question_id = (
+            await connection.execute(
+                _QUESTION, {**values, "under": claimed.active_leaf_id, "question_meta": {}}
+            )
+        ).scalar_one()
+        round_id = (
+            await connection.execute(
+                _ANSWER,
+                {
+                    **values,
+                    "question": question_id,
+                    "round_model": claimed.model,
+                    "round_meta": {"question_id": question_id},
+                },
+            )
+        ).scalar_one()
+        await connection.execute(_LEAF, {"chat_id": claim["chat_id"], "round": round_id})
+        await connection.commit()
+    except BaseException:
+        await connection.rollback()
+        raise
+    try:
+        rows, beside = await load_path(connection, claim["chat_id"])
+    except DBAPIError:  # the send is stored: the turn reads the path and answers for it
+        return Sent(claimed.model, question_id, round_id, None)
+    return Sent(claimed.model, question_id, round_id, (rows[:-1], beside))  # less the round
 
 
 @dataclass(frozen=True, slots=True)

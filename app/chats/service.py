@@ -257,9 +257,10 @@ async def send_message(
     committing alone (`app.api.deps`).
 
     The common send (after the active leaf, text only, a usable model, no quota to read) is one
-    statement on PostgreSQL (`repository.send_at_once`); everything else, and every send it
-    cannot claim the chat for, goes the long way in a transaction, which also says why a send is
-    refused."""
+    statement on PostgreSQL (`repository.send_at_once`) and four Core statements on SQLite
+    (`repository.send_in_steps`), each handing the turn its path; everything else, and every
+    send they cannot claim the chat for, goes the long way in a transaction, which also says
+    why a send is refused."""
     now = services.clock.now()
     limits = quotas.limits_for(services.settings, quota)
     owner = services.turns.new_owner()
@@ -271,11 +272,15 @@ async def send_message(
         and not attachments
         and content.strip()
         and limits.unlimited
-        and connection.dialect.name == "postgresql"
         and (model_id is None or _usable(services, model_id))
     ):
         usable = services.registry.available()
-        sent = await repository.send_at_once(
+        send = (
+            repository.send_at_once
+            if connection.dialect.name == "postgresql"
+            else repository.send_in_steps
+        )
+        sent = await send(
             connection, claim, content=content, model_id=model_id, usable=list(usable)
         )
         if sent is not None:

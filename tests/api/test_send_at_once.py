@@ -1,9 +1,10 @@
-"""A send after the active leaf, as one statement on PostgreSQL (`repository.send_at_once`).
+"""A send after the active leaf: one statement on PostgreSQL (`repository.send_at_once`), four
+Core statements on SQLite (`repository.send_in_steps`).
 
-The common send claims the chat, stores the message and the first round of its answer and moves
-the active leaf in one statement; every other send goes the long way. These tests hold the two
-ways to the same rows, the one statement to the branch a concurrent switch committed, and every
-refusal to the long way's answer with nothing written.
+The common send claims the chat, stores the message and the first round of its answer, moves
+the active leaf and hands the turn its path; every other send goes the long way. These tests
+hold the two ways to the same rows, the one statement to the branch a concurrent switch
+committed, and every refusal to the long way's answer with nothing written.
 """
 
 from __future__ import annotations
@@ -119,8 +120,9 @@ async def test_a_send_after_the_active_leaf_stores_what_the_long_way_stores(
     sends = [sql for sql in seen if "INSERT INTO messages" in sql]
     if services.engine.dialect.name == "postgresql":
         assert len(sends) == 1 and sends[0].startswith("WITH RECURSIVE leaf AS"), seen
-    else:
-        assert not any("leaf AS" in sql for sql in seen), seen
+    else:  # the claim answers the model and the old leaf, not the chat the ORM would load
+        assert len(sends) == 2 and "RETURNING coalesce(" in seen[0], seen
+        assert seen[1:3] == sends and seen[3].startswith("UPDATE chats SET active_leaf_id"), seen
     await post(user, long_way, {"content": "Q1 first line\nmore", "parent_id": None})
     leaf = (await chat_row(services, at_once)).active_leaf_id
     await post(user, at_once, {"content": "Q2"})
@@ -148,10 +150,11 @@ async def test_a_turn_reads_nothing_the_send_read_for_it(
     fakes: dict[str, FakeProviderServer],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """On PostgreSQL the send reads the chat's path (in its own statement, the long way once its
+    """The send reads the chat's path (on PostgreSQL in its own statement, on SQLite once its
     rows are committed) and hands it to the turn, which reads it no more: one read per send, the
     send's, and the model gets the whole conversation from it, the turn's own round left out.
-    On SQLite the turn reads it (`service._path_after_send` says why)."""
+    The long way hands it over on PostgreSQL; on SQLite its turn reads it
+    (`service._path_after_send` says why)."""
     fake = fakes["openai"]
     fake.script(Reply(text="A1."), Reply(text="A2."), Reply(text="A3."))
     chat_id = await new_chat(user)
@@ -166,13 +169,14 @@ async def test_a_turn_reads_nothing_the_send_read_for_it(
 
     monkeypatch.setattr(service, "load_path", counted("send", service.load_path))
     monkeypatch.setattr(repository, "stored_path", counted("send", repository.stored_path))
+    monkeypatch.setattr(repository, "load_path", counted("send", repository.load_path))
     monkeypatch.setattr(turn, "load_path", counted("turn", turn.load_path))
     await post(user, chat_id, {"content": "Q1"})
     await post(user, chat_id, {"content": "Q2"})
     leaf = (await chat_row(services, chat_id)).active_leaf_id
     await post(user, chat_id, {"content": "Q3", "parent_id": leaf})
     postgresql = services.engine.dialect.name == "postgresql"
-    assert reads == ["send", "send", "send"] if postgresql else ["turn", "turn", "turn"]
+    assert reads == ["send", "send", "send"] if postgresql else ["send", "send", "turn"]
     said = [
         (m["role"], m["content"])
         for m in conversation(fake.model_requests[-1].body)
@@ -190,11 +194,9 @@ async def test_a_turn_reads_nothing_the_send_read_for_it(
 async def test_the_path_a_send_reads_is_the_path_it_stored(
     user: Client, services: Services, fakes: dict[str, FakeProviderServer]
 ) -> None:
-    """What the one statement hands the turn equals what reading the chat afterwards finds,
-    tool calls included, less the round the send opened: the message it adds to the path
+    """What the send hands the turn equals what reading the chat afterwards finds, tool calls
+    included, less the round the send opened: the message the one statement adds to the path
     itself is the stored one, field for field."""
-    if services.engine.dialect.name != "postgresql":
-        pytest.skip("the one statement is PostgreSQL's")
     calls = [ToolCall("list_files", {"path": "."}, id="call_1")]
     fakes["openai"].script(Reply(text="Looking.", tool_calls=calls), Reply(text="Done."))
     chat_id = await new_chat(user)
@@ -202,9 +204,14 @@ async def test_the_path_a_send_reads_is_the_path_it_stored(
     now = services.clock.now()
     user_id = uuid.UUID(user.user["id"])
     claim = leases.claim_values(chat_id, user_id, "a test", now, timedelta(minutes=1), title=None)
+    send = (
+        repository.send_at_once
+        if services.engine.dialect.name == "postgresql"
+        else repository.send_in_steps
+    )
     async with services.engine.connect() as connection:
         await statements_alone(connection)
-        sent = await repository.send_at_once(
+        sent = await send(
             connection, claim, content="And now?", model_id=None, usable=[MODEL_IDS["openai"]]
         )
     assert sent is not None and sent.path is not None
@@ -221,11 +228,9 @@ async def test_a_send_whose_path_read_fails_still_answers(
     fakes: dict[str, FakeProviderServer],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The message is stored before the send reads the rest of the path (its tool calls on
-    PostgreSQL, the whole path the long way): a read that fails there leaves the turn to read
-    it, and the answer comes as usual, both ways."""
-    if services.engine.dialect.name != "postgresql":
-        pytest.skip("on SQLite the turn reads the path: the send reads nothing for it")
+    """The message is stored before the send reads the rest of the path (its tool calls in the
+    one statement's case, the whole path otherwise): a read that fails there leaves the turn to
+    read it, and the answer comes as usual, both ways."""
     fakes["openai"].script(Reply(text="Still here."), Reply(text="Again."))
     chat_id = await new_chat(user)
 
@@ -234,6 +239,7 @@ async def test_a_send_whose_path_read_fails_still_answers(
 
     monkeypatch.setattr(service, "load_path", failing)
     monkeypatch.setattr(repository, "stored_path", failing)
+    monkeypatch.setattr(repository, "load_path", failing)
     await post(user, chat_id, {"content": "Hello?"})
     leaf = (await chat_row(services, chat_id)).active_leaf_id
     await post(user, chat_id, {"content": "Once more?", "parent_id": leaf})

@@ -47,7 +47,7 @@ from app.agent import leases
 from app.agent.capabilities.recorder import round_row
 from app.agent.rows import Path, StoredMessage, load_path, probed, stored_path
 from app.chats import views
-from app.core.db.engine import in_transactions, one_snapshot, rows_changed
+from app.core.db.engine import one_snapshot, rows_changed
 from app.knowledge import evidence
 from app.models import Chat, ChatLlmTool, ChatSummary, Message, Upload
 from app.models.paths import BOUND_PATH, on_path, path_to
@@ -364,8 +364,11 @@ async def send_in_steps(
     None, with nothing written, when the chat could not be claimed.
 
     The long way's ORM session cost more than its statements, and its turn opened a session of
-    its own to read the path before its run; here the turn starts from the path it is handed."""
-    await in_transactions(connection)
+    its own to read the path before its run; here the turn starts from the path it is handed.
+
+    What authentication read on the connection needs no ending first: SQLite opened no
+    transaction for it (Python's sqlite3 begins one before the first write, here the claim),
+    so the claim, the rows and the commit are one transaction as they stand."""
     try:
         claimed = (
             await connection.execute(_CLAIM, {**claim, "asked_model": model_id, "usable": usable})

@@ -21,6 +21,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
+    BindParameter,
     Select,
     Sequence,
     String,
@@ -42,6 +43,7 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 from sqlalchemy.orm.attributes import set_committed_value
+from sqlalchemy.sql.dml import ReturningInsert
 
 from app.agent import leases
 from app.agent.capabilities.recorder import round_row
@@ -112,14 +114,11 @@ _ROUND_COLUMNS = (
 """The columns a round starts with (`round_row`), in `_ADD_QUESTION`'s order."""
 
 
-def _add_question() -> Update:
-    """PostgreSQL: the user's message, the first round of its answer under it, and the round
-    made the chat's active leaf, in one statement (data-modifying CTEs), which answers the two
-    ids. Three statements elsewhere (`add_question`)."""
+def _question(chat: BindParameter[Any], at: BindParameter[Any]) -> ReturningInsert[Any]:
+    """The user's message in `chat` at `at`, under `:under`, with `:text` and
+    `:question_meta`, answering its id: what every send stores first."""
     column = Message.__table__.c
-    chat = bindparam("of_chat", type_=column.chat_id.type)
-    at = bindparam("at", type_=column.created_at.type)
-    question = (
+    return (
         insert(Message)
         .values(
             chat_id=chat,
@@ -131,8 +130,17 @@ def _add_question() -> Update:
             created_at=at,
         )
         .returning(Message.id)
-        .cte("question")
     )
+
+
+def _add_question() -> Update:
+    """PostgreSQL: the user's message, the first round of its answer under it, and the round
+    made the chat's active leaf, in one statement (data-modifying CTEs), which answers the two
+    ids. Three statements elsewhere (`add_question`)."""
+    column = Message.__table__.c
+    chat = bindparam("of_chat", type_=column.chat_id.type)
+    at = bindparam("at", type_=column.created_at.type)
+    question = _question(chat, at).cte("question")
     answer = (
         insert(Message)
         .from_select(
@@ -300,7 +308,7 @@ _SEND_AT_ONCE = _send_at_once()
 """Built once (see above)."""
 
 
-def _sent_in_steps() -> tuple[Update, Any, Any, Update]:
+def _sent_in_steps() -> tuple[Update, ReturningInsert[Any], ReturningInsert[Any], Update]:
     """SQLite: `_SEND_AT_ONCE` as four statements, since SQLite has no data-modifying CTEs:
     the claim, which answers the model and the old leaf (`RETURNING` tells the row as the
     statement left it, and the claim leaves the leaf alone), the message, the round, and the
@@ -312,19 +320,7 @@ def _sent_in_steps() -> tuple[Update, Any, Any, Update]:
     claim = leases.CLAIM_FOR_MESSAGE.where(
         model.in_(bindparam("usable", expanding=True))
     ).returning(model.label("model"), Chat.active_leaf_id)
-    question = (
-        insert(Message)
-        .values(
-            chat_id=chat_id,
-            parent_id=bindparam("under", type_=column.parent_id.type),
-            role="user",
-            content=bindparam("text", type_=column.content.type),
-            status="ok",
-            meta=bindparam("question_meta", type_=column.metadata.type),
-            created_at=at,
-        )
-        .returning(Message.id)
-    )
+    question = _question(chat_id, at)
     answer = (
         insert(Message)
         .values(

@@ -22,6 +22,7 @@ from typing import Any
 
 from sqlalchemy import (
     BindParameter,
+    Connection,
     Select,
     Sequence,
     String,
@@ -50,6 +51,7 @@ from app.agent.capabilities.recorder import round_row
 from app.agent.rows import Path, StoredMessage, load_path, probed, stored_path
 from app.chats import views
 from app.core.db.engine import one_snapshot, rows_changed
+from app.core.db.sqlite_trips import in_one_trip
 from app.knowledge import evidence
 from app.models import Chat, ChatLlmTool, ChatSummary, Message, Upload
 from app.models.paths import BOUND_PATH, on_path, path_to
@@ -365,40 +367,32 @@ async def send_in_steps(
     What authentication read on the connection needs no ending first: SQLite opened no
     transaction for it (Python's sqlite3 begins one before the first write, here the claim),
     so the claim, the rows and the commit are one transaction as they stand."""
-    try:
-        claimed = (
-            await connection.execute(_CLAIM, {**claim, "asked_model": model_id, "usable": usable})
-        ).first()
+    values = {"chat_id": claim["chat_id"], "now": claim["now"], "text": content}
+
+    def send(lent: Connection) -> tuple[str, int, int] | None:
+        claimed = lent.execute(_CLAIM, {**claim, "asked_model": model_id, "usable": usable}).first()
         if claimed is None:
-            await connection.rollback()
             return None
-        values = {"chat_id": claim["chat_id"], "now": claim["now"], "text": content}
-        question_id = (
-            await connection.execute(
-                _QUESTION, {**values, "under": claimed.active_leaf_id, "question_meta": {}}
-            )
+        question_id: int = lent.execute(
+            _QUESTION, {**values, "under": claimed.active_leaf_id, "question_meta": {}}
         ).scalar_one()
-        round_id = (
-            await connection.execute(
-                _ANSWER,
-                {
-                    **values,
-                    "question": question_id,
-                    "round_model": claimed.model,
-                    "round_meta": {"question_id": question_id},
-                },
-            )
+        round_values = {"question": question_id, "round_model": claimed.model}
+        round_meta = {"question_id": question_id}
+        round_id: int = lent.execute(
+            _ANSWER, {**values, **round_values, "round_meta": round_meta}
         ).scalar_one()
-        await connection.execute(_LEAF, {"chat_id": claim["chat_id"], "round": round_id})
-        await connection.commit()
-    except BaseException:
-        await connection.rollback()
-        raise
+        lent.execute(_LEAF, {"chat_id": claim["chat_id"], "round": round_id})
+        return claimed.model, question_id, round_id
+
+    sent = await in_one_trip(connection, send)
+    if sent is None:
+        return None
+    model, question_id, round_id = sent
     try:
         rows, beside = await load_path(connection, claim["chat_id"])
     except DBAPIError:  # the send is stored: the turn reads the path and answers for it
-        return Sent(claimed.model, question_id, round_id, None)
-    return Sent(claimed.model, question_id, round_id, (rows[:-1], beside))  # less the round
+        return Sent(model, question_id, round_id, None)
+    return Sent(model, question_id, round_id, (rows[:-1], beside))  # less the round
 
 
 @dataclass(frozen=True, slots=True)

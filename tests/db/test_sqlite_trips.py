@@ -100,8 +100,12 @@ async def test_errors_are_sqlalchemys_and_leave_the_connection_usable(
         assert (await connection.execute(text("SELECT v FROM t"))).scalars().all() == ["b"]
 
 
-async def test_the_pragmas_hold_and_a_second_writer_waits(engine: AsyncEngine) -> None:
-    async with engine.connect() as first, engine.connect() as second:
+async def test_the_pragmas_hold_and_a_writer_of_another_engine_waits(
+    engine: AsyncEngine,
+) -> None:
+    """Another engine (as another process would) meets SQLite's own lock and busy timeout."""
+    other = create_engine(str(engine.url))
+    async with engine.connect() as first, other.connect() as second:
         assert (await first.execute(text("PRAGMA journal_mode"))).scalar_one() == "wal"
         assert (await first.execute(text("PRAGMA foreign_keys"))).scalar_one() == 1
         await first.execute(text("INSERT INTO t (v) VALUES ('held')"))  # the write lock
@@ -117,6 +121,7 @@ async def test_the_pragmas_hold_and_a_second_writer_waits(engine: AsyncEngine) -
         await asyncio.wait_for(waiting, 10)
         rows = await first.execute(text("SELECT v FROM t ORDER BY id"))
         assert rows.scalars().all() == ["held", "waited"]
+    await other.dispose()
 
 
 async def test_concurrent_statements_on_one_engine(engine: AsyncEngine) -> None:

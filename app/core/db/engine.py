@@ -47,7 +47,7 @@ from sqlalchemy.ext.asyncio import (
 )
 from sqlalchemy.sql.dml import UpdateBase
 
-from app.core.db.sqlite_trips import one_trip_dbapi
+from app.core.db.sqlite_trips import BUSY_TIMEOUT_S, one_trip_dbapi
 
 
 def sqlite_file(url: str) -> Path | None:
@@ -77,7 +77,7 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA synchronous=NORMAL")
-    cursor.execute("PRAGMA busy_timeout=10000")
+    cursor.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
     cursor.close()
 
 

@@ -14,31 +14,111 @@ termination. A server-side cursor, which hearth never asks for, keeps the adapte
 trips, since its rows are fetched as they are read. The adapter itself hands calls to
 aiosqlite's thread the same way for isolation levels (`_conn`, its queue); `_execute` is
 aiosqlite's own function for running a call there.
+
+Writers take turns in the process (`WriteTurn`) instead of in SQLite. SQLite lets one
+connection write at a time, and one that finds the file locked sleeps in its busy handler (1, 2,
+5, 10, 15, 20, 25 ms and on, up to 100 ms a time) before it looks again, so under a burst of
+turns the lock sat free while a dozen writers slept. Here a statement that may write first takes
+a lock of the database's on the connection's thread, held until its transaction ends (commit or
+rollback, also on the thread): a writer that waits, waits on its own thread, and starts as soon
+as the one before it has committed, without a trip through the event loop in between. Reads
+never wait. A writer in another process (a CLI command) still meets SQLite's own lock and busy
+timeout, which stay as they were; the lock here is given up after the same timeout, with the
+error SQLite would raise.
+
+A transaction of several statements still holds the lock for as many trips, and under load a
+trip's end waits its turn in a busy event loop: the send's four statements and commit held it
+for 37 ms at the median, 4 s of a 6 s burst of 100 sends (`bench/turn_overhead.py` b on
+SQLite, where that burst reached its last first text 4.5-7.4 s after it was sent).
+`in_one_trip` runs a transaction whole on the connection's thread instead: the same Core
+statements, compiled and typed by the same engine (its events fire, so tracing and statement
+counts see them), through a SQLAlchemy `Connection` lent the thread's sqlite3 connection
+(`_Lent`) for the one call.
 """
 
 from __future__ import annotations
 
 import collections
+import contextvars
+import functools
+import re
 import sqlite3
-from collections.abc import Sequence
-from typing import Any
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar, cast
 
 import aiosqlite
-from sqlalchemy.connectors.asyncio import AsyncAdapt_dbapi_connection
+from sqlalchemy import Connection, Engine
+from sqlalchemy.connectors.asyncio import AsyncAdapt_dbapi_connection, AsyncIODBAPIConnection
 from sqlalchemy.dialects.sqlite.aiosqlite import (
     AsyncAdapt_aiosqlite_connection,
     AsyncAdapt_aiosqlite_cursor,
     AsyncAdapt_aiosqlite_dbapi,
 )
-from sqlalchemy.util import EMPTY_DICT
+from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.pool import PoolProxiedConnection
+from sqlalchemy.util import EMPTY_DICT, await_
+
+T = TypeVar("T")
+
+BUSY_TIMEOUT_S = 10.0
+"""How long a writer waits for another to finish, in SQLite (`busy_timeout`) and here."""
 
 _Outcome = tuple[Any, int, int | None, list[Any]]
 """What a statement leaves: its description, row count, last row id and rows."""
 
+_READS = frozenset(("SELECT", "VALUES", "PRAGMA", "EXPLAIN", "BEGIN", "SAVEPOINT", "RELEASE"))
+"""First words of statements that take no write turn."""
+
+_ENDS = frozenset(("COMMIT", "END", "ROLLBACK"))
+"""First words of statements that end a transaction, which gives the turn back: no turn taken."""
+
+_WRITE_WORD = re.compile(r"\b(INSERT|UPDATE|DELETE|REPLACE)\b", re.IGNORECASE)
+
+
+@functools.lru_cache(maxsize=2048)
+def may_write(operation: str) -> bool:
+    """Whether `operation` may write: anything not known to be a read is taken to (a `WITH`
+    is a write if a writing word appears in it). Statements are SQLAlchemy's cached strings,
+    so each is looked at once."""
+    head = operation.lstrip()[:12].split(None, 1)
+    word = head[0].upper() if head else ""
+    if word == "WITH":
+        return _WRITE_WORD.search(operation) is not None
+    return word not in _READS and word not in _ENDS
+
+
+class WriteTurn:
+    """A connection's share of its database's write lock (one `threading.Lock` per engine),
+    taken and given back on the connection's thread (see the module's docstring)."""
+
+    __slots__ = ("_lock", "held")
+
+    def __init__(self, lock: threading.Lock) -> None:
+        self._lock = lock
+        self.held = False
+
+    def take(self) -> None:
+        if self.held:
+            return
+        if not self._lock.acquire(timeout=BUSY_TIMEOUT_S):
+            raise sqlite3.OperationalError("database is locked")
+        self.held = True
+
+    def give(self) -> None:
+        if self.held:
+            self.held = False
+            self._lock.release()
+
 
 def _run(
-    connection: sqlite3.Connection, operation: str, parameters: Sequence[Any] | None
+    connection: sqlite3.Connection,
+    turn: WriteTurn,
+    operation: str,
+    parameters: Sequence[Any] | None,
 ) -> _Outcome:
+    if may_write(operation):
+        turn.take()
     cursor = connection.cursor()
     try:
         cursor.execute(operation, () if parameters is None else parameters)
@@ -47,17 +127,45 @@ def _run(
         return description, cursor.rowcount, cursor.lastrowid, rows
     finally:
         cursor.close()
+        _ended(connection, turn)
 
 
 def _run_many(
-    connection: sqlite3.Connection, operation: str, parameters: Sequence[Sequence[Any]]
+    connection: sqlite3.Connection,
+    turn: WriteTurn,
+    operation: str,
+    parameters: Sequence[Sequence[Any]],
 ) -> _Outcome:
+    if may_write(operation):
+        turn.take()
     cursor = connection.cursor()
     try:
         cursor.executemany(operation, parameters)
         return cursor.description, cursor.rowcount, cursor.lastrowid, []
     finally:
         cursor.close()
+        _ended(connection, turn)
+
+
+def _ended(connection: sqlite3.Connection, turn: WriteTurn) -> None:
+    """Give the write turn back once `connection` is out of its transaction (a statement that
+    fails inside one keeps it: the transaction ends with a rollback)."""
+    if not connection.in_transaction:
+        turn.give()
+
+
+def _commit(connection: sqlite3.Connection, turn: WriteTurn) -> None:
+    try:
+        connection.commit()
+    finally:
+        _ended(connection, turn)
+
+
+def _rollback(connection: sqlite3.Connection, turn: WriteTurn) -> None:
+    try:
+        connection.rollback()
+    finally:
+        _ended(connection, turn)
 
 
 class OneTripCursor(AsyncAdapt_aiosqlite_cursor):
@@ -103,9 +211,10 @@ class OneTripCursor(AsyncAdapt_aiosqlite_cursor):
 
     async def _trip(self, call: Any, operation: Any, parameters: Any) -> None:
         connection: aiosqlite.Connection = self._connection  # type: ignore[assignment]
-        async with self._adapt_connection._execute_mutex:
+        adapted: OneTripConnection = self._adapt_connection  # type: ignore[assignment]
+        async with adapted._execute_mutex:
             outcome: _Outcome = await connection._execute(
-                call, connection._conn, operation, parameters
+                call, connection._conn, adapted.turn, operation, parameters
             )
         self._description, self._rowcount, self._lastrowid, rows = outcome
         self._rows = collections.deque(rows)
@@ -118,12 +227,51 @@ class OneTripCursor(AsyncAdapt_aiosqlite_cursor):
 
 
 class OneTripConnection(AsyncAdapt_aiosqlite_connection):
-    __slots__ = ()
+    """The adapter's connection with `OneTripCursor`s, whose commit and rollback give back the
+    database's write turn on the thread, as soon as the transaction has ended."""
+
+    __slots__ = ("turn",)
     _cursor_cls = OneTripCursor
+
+    def __init__(self, dbapi: OneTripDBAPI, connection: AsyncIODBAPIConnection) -> None:
+        super().__init__(dbapi, connection)
+        self.turn = WriteTurn(dbapi.write_lock)
+
+    def _end(self, end: Callable[[sqlite3.Connection, WriteTurn], None]) -> None:
+        driver: aiosqlite.Connection = self._connection  # type: ignore[assignment]
+        if driver._connection is None:  # closed: as the adapter, nothing to end
+            return
+        try:
+            await_(driver._execute(end, driver._conn, self.turn))
+        except Exception as error:
+            self._handle_exception(error)
+
+    def commit(self) -> None:
+        self._end(_commit)
+
+    def rollback(self) -> None:
+        self._end(_rollback)
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self.turn.give()
+
+    def terminate(self) -> None:
+        try:
+            super().terminate()
+        finally:
+            self.turn.give()
 
 
 class OneTripDBAPI(AsyncAdapt_aiosqlite_dbapi):
-    """SQLAlchemy's aiosqlite module, handing out `OneTripConnection`s."""
+    """SQLAlchemy's aiosqlite module, handing out `OneTripConnection`s. An engine has a module
+    of its own (`one_trip_dbapi`), and so its own write lock."""
+
+    def __init__(self, aiosqlite: Any, sqlite: Any) -> None:
+        super().__init__(aiosqlite, sqlite)
+        self.write_lock = threading.Lock()
 
     def connect(self, *arg: Any, **kw: Any) -> OneTripConnection:
         # The adapter's own connect opens the aiosqlite connection (and daemonises its thread);
@@ -135,3 +283,85 @@ class OneTripDBAPI(AsyncAdapt_aiosqlite_dbapi):
 def one_trip_dbapi() -> OneTripDBAPI:
     """The module to give an `sqlite+aiosqlite` engine (`create_async_engine(module=...)`)."""
     return OneTripDBAPI(aiosqlite, sqlite3)
+
+
+class _Lent(PoolProxiedConnection):
+    """A sqlite3 connection lent to a SQLAlchemy `Connection` for one call on its thread: what
+    the `Connection` asks of a pooled connection, with nothing given back to a pool when it
+    closes (the connection stays the pool's, checked out by the caller of `in_one_trip`)."""
+
+    __slots__ = ("_info", "_sqlite", "dbapi_connection", "driver_connection", "invalidated")
+
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        self._sqlite = connection
+        self.dbapi_connection = self.driver_connection = cast(Any, connection)
+        self.invalidated = False
+        self._info: dict[Any, Any] = {}
+
+    def cursor(self, *args: Any, **kwargs: Any) -> Any:
+        return self._sqlite.cursor(*args, **kwargs)
+
+    def commit(self) -> None:
+        self._sqlite.commit()
+
+    def rollback(self) -> None:
+        self._sqlite.rollback()
+
+    @property
+    def is_valid(self) -> bool:
+        return not self.invalidated
+
+    @property
+    def is_detached(self) -> bool:
+        return False
+
+    @property
+    def info(self) -> dict[Any, Any]:
+        return self._info
+
+    @property
+    def record_info(self) -> dict[Any, Any]:
+        return self._info
+
+    def invalidate(self, e: BaseException | None = None, soft: bool = False) -> None:
+        self.invalidated = True  # the pooled connection finds out on its own next statement
+
+    def detach(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def _close_special(self, transaction_reset: bool = False) -> None:
+        pass
+
+
+def _work_on(
+    engine: Engine, connection: sqlite3.Connection, turn: WriteTurn, work: Callable[[Connection], T]
+) -> T:
+    turn.take()
+    try:
+        with Connection(engine, connection=_Lent(connection)) as lent, lent.begin():
+            return work(lent)
+    finally:
+        _ended(connection, turn)
+
+
+async def in_one_trip(connection: AsyncConnection, work: Callable[[Connection], T]) -> T:
+    """Run `work` with a `Connection` on `connection`'s own sqlite3 connection, on its thread, in
+    one trip and one transaction: committed if `work` returns, rolled back if it raises. The
+    write turn is taken before it and given back after, on the thread. `connection` must hold
+    no write of its own (its transaction would be this one's). `work` runs beside the event
+    loop: it must touch nothing of the loop's, only the database."""
+    fairy = await connection.get_raw_connection()
+    adapted = fairy.dbapi_connection
+    if not isinstance(adapted, OneTripConnection):
+        raise TypeError(f"{type(adapted).__name__} is not an aiosqlite connection of this module")
+    if adapted.turn.held:
+        raise RuntimeError("the connection is in a write transaction of its own")
+    driver: aiosqlite.Connection = adapted._connection
+    context = contextvars.copy_context()  # the task's, for what the engine's events trace
+    async with adapted._execute_mutex:
+        return await driver._execute(
+            context.run, _work_on, connection.sync_engine, driver._conn, adapted.turn, work
+        )

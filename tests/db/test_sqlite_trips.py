@@ -57,6 +57,10 @@ async def test_every_statement_is_one_trip(engine: AsyncEngine, trips: list[str]
         assert len(trips) == 3
         await connection.commit()
         assert len(trips) == 4  # the commit
+        await connection.execute(text("SELECT 1"))
+        await connection.rollback()
+        await connection.commit()
+        assert len(trips) == 5  # with nothing to end, neither went to the thread
 
 
 async def test_results_match_what_the_adapter_gave(engine: AsyncEngine) -> None:

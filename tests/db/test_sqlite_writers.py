@@ -15,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from app.core.db import sqlite_trips
 from app.core.db.engine import create_engine
+from app.core.db.retry import transient
 from app.core.db.sqlite_trips import OneTripConnection, in_one_trip, may_write
 
 
@@ -139,7 +140,13 @@ async def test_a_writer_waits_no_longer_than_sqlite_would(
         await first.commit()
         await second.execute(text("INSERT INTO t (v) VALUES ('now')"))
         await second.commit()
-    assert await values(engine) == ["held", "now"]
+        # A transaction in one trip waits the same, and fails the same way.
+        await first.execute(text("INSERT INTO t (v) VALUES ('held again')"))
+        with pytest.raises(OperationalError, match="database is locked") as failed:
+            await in_one_trip(second, lambda lent: lent.execute(text("DELETE FROM t")))
+        assert transient(failed.value)  # tried again, or answered 503, as SQLite's own
+        await first.commit()
+    assert await values(engine) == ["held", "now", "held again"]
 
 
 @pytest.fixture

@@ -13,7 +13,9 @@ errors (sqlite3's own, raised on the thread and re-raised here), connection set-
 termination. A server-side cursor, which hearth never asks for, keeps the adapter's own
 trips, since its rows are fetched as they are read. The adapter itself hands calls to
 aiosqlite's thread the same way for isolation levels (`_conn`, its queue); `_execute` is
-aiosqlite's own function for running a call there.
+aiosqlite's own function for running a call there. A commit or a rollback with no transaction
+open, which sqlite3 would skip, makes no trip at all: the pool rolls back every connection it
+gets back, and most had only read (the request's, once authentication and a send are done).
 
 Writers take turns in the process (`WriteTurn`) instead of in SQLite. SQLite lets one
 connection write at a time, and one that finds the file locked sleeps in its busy handler (1, 2,
@@ -55,6 +57,7 @@ from sqlalchemy.dialects.sqlite.aiosqlite import (
     AsyncAdapt_aiosqlite_cursor,
     AsyncAdapt_aiosqlite_dbapi,
 )
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.pool import PoolProxiedConnection
 from sqlalchemy.util import EMPTY_DICT, await_
@@ -241,6 +244,8 @@ class OneTripConnection(AsyncAdapt_aiosqlite_connection):
         driver: aiosqlite.Connection = self._connection  # type: ignore[assignment]
         if driver._connection is None:  # closed: as the adapter, nothing to end
             return
+        if not driver._connection.in_transaction and not self.turn.held:
+            return  # sqlite3 would do nothing: no trip (the pool's reset after a read)
         try:
             await_(driver._execute(end, driver._conn, self.turn))
         except Exception as error:
@@ -339,7 +344,10 @@ class _Lent(PoolProxiedConnection):
 def _work_on(
     engine: Engine, connection: sqlite3.Connection, turn: WriteTurn, work: Callable[[Connection], T]
 ) -> T:
-    turn.take()
+    try:
+        turn.take()
+    except sqlite3.OperationalError as error:  # as a statement's would be: SQLAlchemy's
+        raise OperationalError("(waiting for the write turn)", None, error) from error
     try:
         with Connection(engine, connection=_Lent(connection)) as lent, lent.begin():
             return work(lent)

@@ -357,16 +357,17 @@ async def send_in_steps(
     model_id: str | None,
     usable: list[str],
 ) -> Sent | None:
-    """SQLite: what `send_at_once` does, in one transaction on the request's `connection`, then
-    the path read after the commit (the turn holds the chat: nothing changes it meanwhile);
-    None, with nothing written, when the chat could not be claimed.
+    """SQLite: what `send_at_once` does, in one transaction on the request's `connection` run
+    whole on its thread (`in_one_trip`: the four statements and the commit in one trip, holding
+    the database's write turn only while they run), then the path read after the commit (the
+    turn holds the chat: nothing changes it meanwhile); None, with nothing written, when the
+    chat could not be claimed.
 
     The long way's ORM session cost more than its statements, and its turn opened a session of
     its own to read the path before its run; here the turn starts from the path it is handed.
 
     What authentication read on the connection needs no ending first: SQLite opened no
-    transaction for it (Python's sqlite3 begins one before the first write, here the claim),
-    so the claim, the rows and the commit are one transaction as they stand."""
+    transaction for it (Python's sqlite3 begins one before the first write, here the claim)."""
     values = {"chat_id": claim["chat_id"], "now": claim["now"], "text": content}
 
     def send(lent: Connection) -> tuple[str, int, int] | None:
@@ -376,10 +377,14 @@ async def send_in_steps(
         question_id: int = lent.execute(
             _QUESTION, {**values, "under": claimed.active_leaf_id, "question_meta": {}}
         ).scalar_one()
-        round_values = {"question": question_id, "round_model": claimed.model}
-        round_meta = {"question_id": question_id}
         round_id: int = lent.execute(
-            _ANSWER, {**values, **round_values, "round_meta": round_meta}
+            _ANSWER,
+            {
+                **values,
+                "question": question_id,
+                "round_model": claimed.model,
+                "round_meta": {"question_id": question_id},
+            },
         ).scalar_one()
         lent.execute(_LEAF, {"chat_id": claim["chat_id"], "round": round_id})
         return claimed.model, question_id, round_id

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
-import aiosqlite
 import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError, OperationalError
@@ -26,20 +24,6 @@ async def engine(tmp_path: Path) -> AsyncIterator[AsyncEngine]:
         )
     yield made
     await made.dispose()
-
-
-@pytest.fixture
-def trips(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The name of each call made on a connection's thread."""
-    made: list[str] = []
-    execute: Callable[..., Awaitable[Any]] = aiosqlite.Connection._execute
-
-    async def counted(self: aiosqlite.Connection, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        made.append(getattr(fn, "__name__", repr(fn)))
-        return await execute(self, fn, *args, **kwargs)
-
-    monkeypatch.setattr(aiosqlite.Connection, "_execute", counted)
-    return made
 
 
 async def test_every_statement_is_one_trip(engine: AsyncEngine, trips: list[str]) -> None:

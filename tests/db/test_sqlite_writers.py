@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
-import aiosqlite
 import pytest
 from sqlalchemy import Connection, event, text
 from sqlalchemy.exc import IntegrityError, OperationalError
@@ -147,19 +145,6 @@ async def test_a_writer_waits_no_longer_than_sqlite_would(
         assert transient(failed.value)  # tried again, or answered 503, as SQLite's own
         await first.commit()
     assert await values(engine) == ["held", "now", "held again"]
-
-
-@pytest.fixture
-def trips(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    made: list[str] = []
-    execute: Callable[..., Awaitable[Any]] = aiosqlite.Connection._execute
-
-    async def counted(self: aiosqlite.Connection, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        made.append(getattr(fn, "__name__", repr(fn)))
-        return await execute(self, fn, *args, **kwargs)
-
-    monkeypatch.setattr(aiosqlite.Connection, "_execute", counted)
-    return made
 
 
 async def test_a_transaction_in_one_trip(engine: AsyncEngine, trips: list[str]) -> None:

@@ -1,12 +1,16 @@
-"""A tool's provider-fit schema is walked once and handed out again, as the library makes it."""
+"""A tool's provider-fit schema is walked once and handed out again, as the library makes it,
+through the copies pydantic-ai gives each request."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 from typing import Any
 
+import httpx2
 import pytest
-from pydantic_ai.models import Model, ModelRequestParameters
+from pydantic_ai import Agent, RunContext
+from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.models import Model, ModelRequestContext, ModelRequestParameters
 from pydantic_ai.models.anthropic import AnthropicModel
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.output import OutputObjectDefinition
@@ -18,6 +22,9 @@ from pydantic_ai.tools import ToolDefinition
 from app.llm.wire import tool_schemas
 from app.llm.wire.anthropic import HearthAnthropicModel
 from app.llm.wire.openai import HearthOpenAIChatModel
+from app.llm.wire.openai_client import HearthAsyncOpenAI
+from tests.fakes.providers import FakeOpenAI, Reply, ToolCall
+from tests.support import TLS
 
 WALKS: list[dict[str, Any]] = []
 
@@ -100,18 +107,102 @@ def test_a_strict_tool_gets_the_rewritten_schema_every_time() -> None:
     assert len(WALKS) == 2  # the library's, then the first request's
 
 
-def test_a_new_schema_object_or_strictness_is_walked_again() -> None:
+def test_an_equal_schema_is_not_walked_again_and_a_changed_one_is() -> None:
     model = openai_model()
     read = ToolDefinition(name="read_file", parameters_json_schema=schema("path"))
-    model.customize_request_parameters(parameters(read))
-    # A catalogue that changed brings new schema objects, even with the same content.
-    model.customize_request_parameters(
+    other = replace(read, parameters_json_schema=schema("file"))
+    expected = library_fit(model, parameters(other)).function_tools
+    WALKS.clear()
+    first = model.customize_request_parameters(parameters(read))
+    # The library hands every request a fresh copy of each schema: equal content, no walk.
+    again = model.customize_request_parameters(
         parameters(replace(read, parameters_json_schema=schema("path")))
     )
+    assert len(WALKS) == 1
+    assert again.function_tools == first.function_tools
+    # A catalogue whose tool changed brings another schema under the same name: walked.
+    changed = model.customize_request_parameters(parameters(other))
     assert len(WALKS) == 2
+    assert changed.function_tools == expected
     strict = model.customize_request_parameters(parameters(replace(read, strict=False)))
     assert len(WALKS) == 3
     assert strict.function_tools[0].strict is False
+
+
+def test_a_schema_changed_in_place_after_its_walk_is_walked_again() -> None:
+    """The cache holds its own copy of what it walked, not the caller's object."""
+    model = openai_model()
+    source = schema("path")
+    read = ToolDefinition(name="read_file", parameters_json_schema=source)
+    model.customize_request_parameters(parameters(read))
+    source["properties"]["path"]["description"] = "another"
+    fitted = model.customize_request_parameters(parameters(read))
+    assert len(WALKS) == 2
+    assert fitted.function_tools == library_fit(model, parameters(read)).function_tools
+
+
+class Shaping(AbstractCapability[None]):
+    """A capability that prepares each request, as the turn's do: the library then copies every
+    tool's schema for each request (`copy_tool_definitions`)."""
+
+    async def prepare_model_request(
+        self, ctx: RunContext[None], request_context: ModelRequestContext
+    ) -> ModelRequestContext:
+        return request_context
+
+
+async def test_runs_through_the_library_walk_each_tool_once() -> None:
+    """Two runs, the first of two requests, through pydantic-ai's own copies: one walk a tool."""
+
+    def list_files(path: str) -> str:
+        """List files."""
+        return f"{path}: a.txt"
+
+    def read_file(path: str, limit: int | None = None) -> str:
+        """Read a file."""
+        return "text"
+
+    async with FakeOpenAI() as fake:
+        fake.script(Reply(tool_calls=[ToolCall("list_files", {"path": "."})]), Reply("One."))
+        fake.script(Reply("Two."))
+        http = httpx2.AsyncClient(verify=TLS)
+        try:
+            client = HearthAsyncOpenAI(
+                base_url=fake.base_url, api_key="k", max_retries=0, http_client=http
+            )
+            profile: Any = {"json_schema_transformer": CountingTransformer}
+            model = HearthOpenAIChatModel(
+                "gpt-4.1", provider=OpenAIProvider(openai_client=client), profile=profile
+            )
+            agent = Agent(model, tools=[list_files, read_file], capabilities=[Shaping()])
+            assert (await agent.run("Which files?")).output == "One."
+            assert (await agent.run("And now?")).output == "Two."
+        finally:
+            await http.aclose()
+        requests = fake.model_requests
+    assert len(requests) == 3
+    assert len(WALKS) == 2  # one a tool, though three requests each had their own copies
+    stock = OpenAIChatModel("gpt-4.1", provider=OpenAIProvider(api_key="k"), profile=profile)
+    expected = library_fit(
+        stock,
+        parameters(
+            *[tool.tool_def for tool in agent._function_toolset.tools.values()],
+        ),
+    )
+    sent = [
+        {"name": t.name, "parameters": t.parameters_json_schema, "strict": t.strict}
+        for t in expected.function_tools
+    ]
+    for request in requests:
+        tools = [
+            {
+                "name": tool["function"]["name"],
+                "parameters": tool["function"]["parameters"],
+                "strict": tool["function"].get("strict", False),
+            }
+            for tool in request.body["tools"]
+        ]
+        assert tools == sent
 
 
 def test_the_output_object_is_still_the_librarys_to_fit() -> None:

@@ -8,16 +8,20 @@ was the same work every time: 57 us per tool on the benchmark machine, 0.23 ms f
 built-in tools on the way to each first token (`bench/turn_overhead.py` a), more with every
 activated group.
 
-`SchemasOnce` keeps the walked schema beside the schema it came from and hands it out again
-for the same schema object (the same transformer and strictness). An entry holds its source,
-so the object it is keyed by can't be freed and its id reused while the entry lives; the
-oldest entries go past `SIZE`. Schemas are never changed in place by hearth or by the library
-(a `ToolDefinition` is replaced, not edited), which is what makes the object a safe key. The
-walk itself is the library's (`_customize_tool_def`), errors and all.
+`SchemasOnce` keeps the walked schema beside a copy of the schema it came from, under the
+tool's name (with the transformer and strictness), and hands it out again while the tool's
+schema is equal to that copy. Equality, not identity: a capability with
+`prepare_model_request` (the turn's have three) makes pydantic-ai give every request fresh
+copies of the tools' schemas (`copy_tool_definitions`), so a schema object is never seen twice
+and a cache keyed by it walked every tool on every request; comparing two small dicts is done in
+C, a few µs against the walk's 57. The copy is the cache's own, so what a hook might later do
+to the schema it was handed changes nothing here. The oldest entries go past `SIZE`. The walk
+itself is the library's (`_customize_tool_def`), errors and all.
 """
 
 from __future__ import annotations
 
+import copy
 from collections import OrderedDict
 from dataclasses import replace
 from typing import Any, cast
@@ -29,7 +33,7 @@ from pydantic_ai.tools import ToolDefinition
 SIZE = 1024
 """Walked schemas kept per model: the built-in tools and a few hundred catalogue tools."""
 
-_Key = tuple[int, bool | None, type[JsonSchemaTransformer]]
+_Key = tuple[str, bool | None, type[JsonSchemaTransformer]]
 
 
 class SchemasOnce:
@@ -62,13 +66,13 @@ class SchemasOnce:
         if walked is None:
             walked = self._walked = OrderedDict()
         source = tool.parameters_json_schema
-        key = (id(source), tool.strict, transformer)
+        key = (tool.name, tool.strict, transformer)
         kept = walked.get(key)
-        if kept is not None:
+        if kept is not None and kept[0] == source:
             walked.move_to_end(key)
             return replace(tool, parameters_json_schema=kept[1], strict=kept[2])
         fitted = _customize_tool_def(transformer, tool)
-        walked[key] = (source, fitted.parameters_json_schema, fitted.strict)
+        walked[key] = (copy.deepcopy(source), fitted.parameters_json_schema, fitted.strict)
         if len(walked) > SIZE:
             walked.popitem(last=False)
         return fitted

@@ -47,7 +47,7 @@ from sqlalchemy.ext.asyncio import (
 )
 from sqlalchemy.sql.dml import UpdateBase
 
-from app.core.db.sqlite_trips import BUSY_TIMEOUT_S, one_trip_dbapi
+from app.core.db.sqlite_trips import BUSY_TIMEOUT_MS, OneTripConnection, one_trip_dbapi
 
 
 def sqlite_file(url: str) -> Path | None:
@@ -77,7 +77,9 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA synchronous=NORMAL")
-    cursor.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
+    if isinstance(dbapi_connection, OneTripConnection):  # its checkpoints run on a thread
+        cursor.execute("PRAGMA wal_autocheckpoint=0")
+    cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
     cursor.close()
 
 
@@ -89,12 +91,24 @@ connections opened in one `bench/live.py --rounds 1`, against 68 with this pool;
 server process, and 2.5-2.8 ms of the worker's CPU with its first statement against 0.3-0.6 ms
 for a pooled one). The ceiling of 30 at once stays where it was."""
 
+SQLITE_POOL_SIZE = 30
+"""SQLite connections a worker keeps (each with an aiosqlite thread, asleep while unused), with
+no overflow. SQLAlchemy's default, 5 with 10 overflow, closed each overflow connection as it
+came back, with its thread: the two servers of `bench/turn_overhead.py --parts d` (20 turns at
+once) opened 37 and 67 connections, against 22 and 24 with this pool, and a 50-token turn cost
+34.5-35.5 ms of CPU against 31.5-33.5 (alternated runs)."""
+
 
 def create_engine(url: str, **kwargs: Any) -> AsyncEngine:
     ensure_sqlite_dir(url)
     if make_url(url).get_backend_name() == "sqlite":
         if make_url(url).get_driver_name() == "aiosqlite":
             kwargs.setdefault("module", one_trip_dbapi())  # a statement a trip (see there)
+            # Its statements run on the event loop's thread too, one at a time (see there).
+            kwargs["connect_args"] = {"check_same_thread": False, **kwargs.get("connect_args", {})}
+            if sqlite_file(url) is not None:
+                kwargs.setdefault("pool_size", SQLITE_POOL_SIZE)
+                kwargs.setdefault("max_overflow", 0)
         engine = create_async_engine(url, **kwargs)
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
         return engine

@@ -1,4 +1,5 @@
-"""SQLite through aiosqlite, each statement in one trip to the connection's thread.
+"""SQLite through aiosqlite: each statement on the event loop's thread when nothing is in its
+way, otherwise in one trip to the connection's thread.
 
 aiosqlite runs a connection's calls on a thread of its own, and SQLAlchemy's adapter makes one
 trip there per DBAPI call: a cursor, the statement, its rows, the cursor's close. A `SELECT`
@@ -39,6 +40,27 @@ counts see them), through a SQLAlchemy `Connection` lent the thread's sqlite3 co
 (`_Lent`) for the one call. With both, that burst reached its last first text after 4.0-5.0 s
 against 4.6-6.1 s before, in alternated runs of one sitting; one turn alone reached its first
 text 0.6-0.9 ms sooner at the median (`bench/turn_overhead.py` a).
+
+Most statements need no thread at all: a read by primary key or index, or a write of a row,
+takes SQLite a few µs, against the tens of a trip each way. So a statement runs on the event
+loop's thread (`OneTripConnection.run_here`, one at a time per connection, the sqlite3
+connection shared with its thread: `check_same_thread` is off) unless something would make it
+wait, and only then goes to the thread as above:
+- a write while another connection holds the write turn (it would wait for the turn);
+- a transaction's first write that finds SQLite's lock taken by another process or engine:
+  that first write is made with SQLite's busy timeout at 0, and one that meets the lock is
+  rolled back with the transaction it began and sent to the thread, which waits as SQLite would;
+- a read that runs past `HERE_BUDGET_S` (a scan, an aggregate over a large table): SQLite's
+  progress handler interrupts it, and it runs again on the thread, the loop having been held
+  no longer than the budget. A read inside the connection's own write transaction is not
+  interrupted, nor is a write (SQLite would roll its transaction back).
+Commits and rollbacks run there too, which is why SQLite's own checkpoints are off on these
+connections (`CHECKPOINT_EVERY`): they run in the commit that crosses their threshold. The
+cost is a loop held for as long as a long write takes (a cascade over thousands of rows);
+reads pay it no more than the budget, and waiting is never done there. At N = 100 turns at
+once (`bench/turn_overhead.py` b on SQLite), the server's CPU went from 39.9-40.7 to 32.3-33.2
+ms a turn and the burst's last first text from 3.7-3.8 s to 2.8-3.1 s (alternated runs); a
+50-token turn in a burst of 20 (d) from 33.5-34.5 to 22.5-24.5 ms.
 """
 
 from __future__ import annotations
@@ -46,9 +68,12 @@ from __future__ import annotations
 import collections
 import contextvars
 import functools
+import itertools
+import math
 import re
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar, cast
 
@@ -69,6 +94,21 @@ T = TypeVar("T")
 
 BUSY_TIMEOUT_S = 10.0
 """How long a writer waits for another to finish, in SQLite (`busy_timeout`) and here."""
+BUSY_TIMEOUT_MS = int(BUSY_TIMEOUT_S * 1000)
+
+HERE_BUDGET_S = 0.002
+"""How long a read may run on the event loop's thread before it is interrupted and sent to the
+connection's own thread instead."""
+
+PROGRESS_STEPS = 1000
+"""SQLite virtual-machine steps between two looks at the clock: a few µs of work, so a read is
+stopped close to its budget, and a statement of a few hundred steps never looks at all."""
+
+CHECKPOINT_EVERY = 200
+"""Commits of an engine between two checkpoints of the WAL, on a connection's thread. SQLite's
+own (`wal_autocheckpoint`, off on these connections) runs in the commit that crosses 1000
+pages, which may now be on the event loop's thread: 7-8 ms there (copying the pages back and
+syncing the file) against 19 µs for a commit at the median, on the benchmark machine."""
 
 _Outcome = tuple[Any, int, int | None, list[Any]]
 """What a statement leaves: its description, row count, last row id and rows."""
@@ -96,7 +136,8 @@ def may_write(operation: str) -> bool:
 
 class WriteTurn:
     """A connection's share of its database's write lock (one `threading.Lock` per engine),
-    taken and given back on the connection's thread (see the module's docstring)."""
+    waited for on the connection's thread, or taken on the event loop's when it is free
+    (`try_take`), and given back where the transaction ends (see the module's docstring)."""
 
     __slots__ = ("_lock", "held")
 
@@ -110,6 +151,12 @@ class WriteTurn:
         if not self._lock.acquire(timeout=BUSY_TIMEOUT_S):
             raise sqlite3.OperationalError("database is locked")
         self.held = True
+
+    def try_take(self) -> bool:
+        """Take the turn if no other connection holds it, without waiting."""
+        if not self.held and self._lock.acquire(blocking=False):
+            self.held = True
+        return self.held
 
     def give(self) -> None:
         if self.held:
@@ -158,6 +205,10 @@ def _ended(connection: sqlite3.Connection, turn: WriteTurn) -> None:
     fails inside one keeps it: the transaction ends with a rollback)."""
     if not connection.in_transaction:
         turn.give()
+
+
+def _checkpoint(connection: sqlite3.Connection) -> None:
+    connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
 
 
 def _commit(connection: sqlite3.Connection, turn: WriteTurn) -> None:
@@ -218,6 +269,12 @@ class OneTripCursor(AsyncAdapt_aiosqlite_cursor):
     async def _trip(self, call: Any, operation: Any, parameters: Any) -> None:
         connection: aiosqlite.Connection = self._connection  # type: ignore[assignment]
         adapted: OneTripConnection = self._adapt_connection  # type: ignore[assignment]
+        if call is _run and not adapted._execute_mutex.locked():
+            here = adapted.run_here(operation, parameters)
+            if here is not None:
+                self._description, self._rowcount, self._lastrowid, rows = here
+                self._rows = collections.deque(rows)
+                return
         async with adapted._execute_mutex:
             outcome: _Outcome = await connection._execute(
                 call, connection._conn, adapted.turn, operation, parameters
@@ -233,15 +290,69 @@ class OneTripCursor(AsyncAdapt_aiosqlite_cursor):
 
 
 class OneTripConnection(AsyncAdapt_aiosqlite_connection):
-    """The adapter's connection with `OneTripCursor`s, whose commit and rollback give back the
-    database's write turn on the thread, as soon as the transaction has ended."""
+    """The adapter's connection with `OneTripCursor`s, running statements on the event loop's
+    thread where nothing is in their way; its commit and rollback give back the database's
+    write turn as soon as the transaction has ended."""
 
-    __slots__ = ("turn",)
+    __slots__ = ("_deadline", "turn")
     _cursor_cls = OneTripCursor
 
     def __init__(self, dbapi: OneTripDBAPI, connection: AsyncIODBAPIConnection) -> None:
         super().__init__(dbapi, connection)
         self.turn = WriteTurn(dbapi.write_lock)
+        self._deadline = math.inf
+        """When the read running on the loop's thread is interrupted (`perf_counter`)."""
+
+    def _late(self) -> bool:
+        """SQLite's progress handler: whether the statement running here is past its time."""
+        return time.perf_counter() > self._deadline
+
+    def _first_write(
+        self, raw: sqlite3.Connection, operation: str, parameters: Sequence[Any] | None
+    ) -> _Outcome | None:
+        """A transaction's first write, which takes SQLite's own lock. Another process (or
+        engine) may hold that, and waiting for it here would hold the event loop: so SQLite is
+        told not to wait, and a write that finds the lock taken is undone with the transaction
+        it began and goes to the thread, which waits as SQLite would."""
+        raw.execute("PRAGMA busy_timeout = 0")
+        try:
+            return _run(raw, self.turn, operation, parameters)
+        except sqlite3.OperationalError as error:
+            if error.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY:
+                raise
+            raw.rollback()
+            self.turn.give()
+            return None
+        finally:
+            raw.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+
+    def run_here(self, operation: str, parameters: Sequence[Any] | None) -> _Outcome | None:
+        """The statement run on the event loop's thread, or None where it goes to the thread:
+        a write while another connection holds the write turn, or a read that ran past
+        `HERE_BUDGET_S` (interrupted, with nothing done: it runs again there)."""
+        raw: sqlite3.Connection = self._connection._conn
+        if may_write(operation):
+            if self.turn.held:  # SQLite's lock is this connection's already
+                return _run(raw, self.turn, operation, parameters)
+            if not self.turn.try_take():
+                return None
+            if raw.in_transaction:  # begun by a read (a savepoint): the thread's, as it may wait
+                self.turn.give()
+                return None
+            return self._first_write(raw, operation, parameters)
+        if self.turn.held:  # a read inside this connection's own write: as short as its writes
+            return _run(raw, self.turn, operation, parameters)
+        # The handler is set for this read alone: on the thread, each call would need the GIL.
+        self._deadline = time.perf_counter() + HERE_BUDGET_S
+        raw.set_progress_handler(self._late, PROGRESS_STEPS)
+        try:
+            return _run(raw, self.turn, operation, parameters)
+        except sqlite3.OperationalError as error:
+            if error.sqlite_errorcode != sqlite3.SQLITE_INTERRUPT:
+                raise
+            return None
+        finally:
+            raw.set_progress_handler(None, 0)
 
     def _end(self, end: Callable[[sqlite3.Connection, WriteTurn], None]) -> None:
         driver: aiosqlite.Connection = self._connection  # type: ignore[assignment]
@@ -250,7 +361,12 @@ class OneTripConnection(AsyncAdapt_aiosqlite_connection):
         if not driver._connection.in_transaction and not self.turn.held:
             return  # sqlite3 would do nothing: no trip (the pool's reset after a read)
         try:
-            await_(driver._execute(end, driver._conn, self.turn))
+            if self._execute_mutex.locked():
+                await_(driver._execute(end, driver._conn, self.turn))
+            else:
+                end(driver._connection, self.turn)
+            if end is _commit and self.dbapi.checkpoint_due():
+                await_(driver._execute(_checkpoint, driver._conn))
         except Exception as error:
             self._handle_exception(error)
 
@@ -280,6 +396,11 @@ class OneTripDBAPI(AsyncAdapt_aiosqlite_dbapi):
     def __init__(self, aiosqlite: Any, sqlite: Any) -> None:
         super().__init__(aiosqlite, sqlite)
         self.write_lock = threading.Lock()
+        self._commits = itertools.count(1)
+
+    def checkpoint_due(self) -> bool:
+        """Whether the commit just made is one that checkpoints the WAL (`CHECKPOINT_EVERY`)."""
+        return next(self._commits) % CHECKPOINT_EVERY == 0
 
     def connect(self, *arg: Any, **kw: Any) -> OneTripConnection:
         # The adapter's own connect opens the aiosqlite connection (and daemonises its thread);

@@ -328,7 +328,8 @@ class OneTripConnection(AsyncAdapt_aiosqlite_connection):
 
     def run_here(self, operation: str, parameters: Sequence[Any] | None) -> _Outcome | None:
         """The statement run on the event loop's thread, or None where it goes to the thread:
-        a write while another connection holds the write turn, or a read that ran past
+        a write while another connection holds the write turn, a transaction's first write
+        that may wait for SQLite's lock (`_first_write`), or a read that ran past
         `HERE_BUDGET_S` (interrupted, with nothing done: it runs again there)."""
         raw: sqlite3.Connection = self._connection._conn
         if may_write(operation):

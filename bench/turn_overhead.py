@@ -1108,11 +1108,12 @@ def sdk_floor(endpoint: str, spans_per_turn: int, turns: int) -> float:
     tracer = provider.get_tracer("floor")
     statement = "SELECT messages.id, messages.chat_id, messages.role FROM messages WHERE " * 3
     attributes = {
-        "db.system": "postgresql",
-        "db.name": "hearth",
-        "db.statement": statement,
-        "net.peer.name": LOOPBACK,
-        "net.peer.port": 5432,
+        "db.system.name": "postgresql",
+        "db.namespace": "hearth",
+        "db.query.text": statement,
+        "db.operation.name": "SELECT",
+        "server.address": LOOPBACK,
+        "server.port": 5432,
     }
     started = time.process_time()
     for _ in range(turns):

@@ -12,8 +12,8 @@ batch processor, configured by the standard `OTEL_*` variables (headers, timeout
 - pydantic-ai's own spans below it, for the agent run, each model request and each tool call,
   in the GenAI semantic conventions; the messages, instructions and tool arguments and results
   are left out unless `HEARTH_TRACE_CONTENT=true`, and the tool definitions always are;
-- a span per SQL statement (the SQLAlchemy instrumentation's engine tracer), statements
-  without their values.
+- a span per SQL statement (`app.observability.sql_spans`, on SQLAlchemy's engine events),
+  statements without their values.
 
 The provider is hearth's own, not the process-wide default, so a library that traces by itself
 does not export through it by accident; `close` flushes what is pending and takes every hook
@@ -26,10 +26,13 @@ import contextlib
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncEngine
+
+if TYPE_CHECKING:
+    from app.observability.sql_spans import StatementSpans
 
 ENDPOINT_VARIABLES = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
 UNTRACED_PATHS = "healthz,readyz,metrics"
@@ -45,7 +48,7 @@ class Tracing:
     """The SDK's `TracerProvider`."""
     tracer: Any
     app: FastAPI
-    _sql: Any
+    _sql: StatementSpans
 
     @contextlib.contextmanager
     def turn(self, attributes: dict[str, str]) -> Iterator[Any]:
@@ -61,7 +64,7 @@ class Tracing:
 
         Agent.instrument_all(False)
         FastAPIInstrumentor.uninstrument_app(self.app)
-        self._sql.remove_all_event_listeners()
+        self._sql.remove()
         self.provider.shutdown()
 
 
@@ -71,13 +74,13 @@ def install(app: FastAPI, engine: AsyncEngine, *, include_content: bool) -> Trac
         return None
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
-    from opentelemetry.instrumentation.sqlalchemy.engine import EngineTracer
-    from opentelemetry.metrics import NoOpMeterProvider, get_meter
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
     from pydantic_ai import Agent
     from pydantic_ai.models.instrumented import InstrumentationSettings
+
+    from app.observability.sql_spans import StatementSpans
 
     resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME") or "hearth"})
     provider = TracerProvider(resource=resource)
@@ -88,18 +91,7 @@ def install(app: FastAPI, engine: AsyncEngine, *, include_content: bool) -> Trac
         excluded_urls=UNTRACED_PATHS,
         exclude_spans=["receive", "send"],
     )
-    # The instrumentation's engine tracer alone, on this engine's events: its instrumentor would
-    # also patch `create_engine` and `Engine.connect` process-wide (a `connect` span for every
-    # pool checkout, a third of a turn's spans for nothing an operator reads) and, declaring
-    # SQLAlchemy below 2.1, refuse to run on 2.1, whose engine events are unchanged.
-    sql = EngineTracer(
-        provider.get_tracer("opentelemetry.instrumentation.sqlalchemy"),
-        engine.sync_engine,
-        get_meter("hearth", meter_provider=NoOpMeterProvider()).create_up_down_counter(
-            "db.client.connections.usage"
-        ),
-        enable_commenter=False,
-    )
+    sql = StatementSpans(provider.get_tracer("hearth.sql"), engine.sync_engine)
     Agent.instrument_all(
         InstrumentationSettings(
             tracer_provider=provider,

@@ -48,6 +48,7 @@ from app.core import errors
 from app.core.db.engine import alone_factory, create_engine, session_factory
 from app.core.http.json import OrjsonResponse
 from app.core.http.limits import BodyLimitMiddleware
+from app.core.http.outlet import HearthApp
 from app.core.http.request_id import RequestIdMiddleware
 from app.core.http.strings import JsonStringsMiddleware
 from app.files.data_dir import claim
@@ -143,7 +144,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
     if services.metrics.enabled and services.mcp is not None:
         services.mcp.watch(services.metrics.mcp_servers)
     services.turns = TurnSupervisor(services)
-    app = FastAPI(
+    app = HearthApp(
         title="hearth",
         version="0.1.0",
         summary="A chat backend for LLM agents.",

@@ -66,6 +66,21 @@ async def test_openapi_lists_every_route_with_models(anon: Client) -> None:
     assert (await anon.get("/docs")).status_code == 200
 
 
+async def test_openapi_sections_keep_their_order_whatever_order_routes_are_matched_in(
+    anon: Client,
+) -> None:
+    """The routers are matched busiest first; the document's sections (its tags, which the docs
+    pages follow) are declared in reading order, each with a description, and every tag an
+    operation carries is one of them."""
+    spec = (await anon.get("/openapi.json")).json()
+    declared = [tag["name"] for tag in spec["tags"]]
+    assert declared[:2] == ["health", "auth"] and declared[-1] == "data"
+    assert all(tag.get("description") for tag in spec["tags"])
+    used = {t for methods in spec["paths"].values() for op in methods.values() for t in op["tags"]}
+    assert used == set(declared)
+    assert next(iter(spec["paths"])) == "/api/chats/{chat_id}/messages"  # matched first
+
+
 async def test_models_route_lists_every_configured_model(user: Client) -> None:
     models = (await user.get("/api/models")).json()
     by_id = {model["id"]: model for model in models}

@@ -15,14 +15,14 @@ password): a key there is a 403.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from typing import Annotated
+from collections.abc import AsyncIterator, Mapping
+from typing import Annotated, Any
 
 from fastapi import Depends, Request
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from app.auth.keys import resolve_key
-from app.auth.sessions import Authenticated, resolve_session
+from app.auth.sessions import Alongside, Authenticated, resolve_session
 from app.auth.tokens import CSRF_COOKIE, CSRF_HEADER, SESSION_COOKIE
 from app.core.db.engine import session_on, statements_alone
 from app.core.errors import Forbidden, Unauthorized
@@ -63,7 +63,18 @@ BEARER = "bearer "
 
 
 async def require_auth(request: Request, connection: Connection) -> Authenticated:
-    auth = await _authenticate(request, connection)
+    return await authenticate(request, connection)
+
+
+async def authenticate(
+    request: Request,
+    connection: AsyncConnection,
+    alongside: Alongside | None = None,
+    values: Mapping[str, Any] | None = None,
+) -> Authenticated:
+    """What `Auth` does, for a route that reads its user itself: with the row `alongside` asks
+    for (`values` bound in its condition) read in the same statement."""
+    auth = await _authenticate(request, connection, alongside, values)
     # Every log line of the request from here on (a turn it starts too) names the user and chat.
     bind_user(auth.user.id)
     if chat_id := request.path_params.get("chat_id"):
@@ -71,15 +82,19 @@ async def require_auth(request: Request, connection: Connection) -> Authenticate
     return auth
 
 
-async def _authenticate(request: Request, connection: Connection) -> Authenticated:
+async def _authenticate(
+    request: Request,
+    connection: AsyncConnection,
+    alongside: Alongside | None,
+    values: Mapping[str, Any] | None,
+) -> Authenticated:
     services: Services = request.app.state.services
     authorization = request.headers.get("authorization")
     if authorization is not None:
         if authorization[: len(BEARER)].lower() != BEARER:
             raise Unauthorized("the Authorization header takes an API key: Bearer hth_…")
-        by_key = await resolve_key(
-            connection, authorization[len(BEARER) :].strip(), services.clock.now()
-        )
+        key = authorization[len(BEARER) :].strip()
+        by_key = await resolve_key(connection, key, services.clock.now(), alongside, values)
         if by_key is None:
             raise Unauthorized("unknown, revoked or expired API key")
         return by_key
@@ -87,7 +102,13 @@ async def _authenticate(request: Request, connection: Connection) -> Authenticat
     if not cookie:
         raise Unauthorized("not signed in")
     auth = await resolve_session(
-        connection, services.codec, cookie, services.clock.now(), services.session_policy
+        connection,
+        services.codec,
+        cookie,
+        services.clock.now(),
+        services.session_policy,
+        alongside,
+        values,
     )
     if auth is None:
         raise Unauthorized("session expired or signed out; sign in again")

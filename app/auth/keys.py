@@ -8,7 +8,7 @@ of a guess was right. `last_used_at` is written at most once a minute per key, a
 `last_seen_at` is, so a busy script does not turn every read into a write.
 
 Like the session lookup, the key lookup is one prebuilt statement run on the request's
-connection, selecting the owner's columns with it.
+connection, selecting the owner's columns with it (and the row a route asks for `Alongside`).
 """
 
 from __future__ import annotations
@@ -17,12 +17,21 @@ import hashlib
 import hmac
 import secrets
 import uuid
+from collections.abc import Mapping
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import bindparam, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app.auth.sessions import TOUCH_INTERVAL, USER_COLUMNS, Authenticated, SessionUser
+from app.auth.sessions import (
+    TOUCH_INTERVAL,
+    USER_COLUMNS,
+    Alongside,
+    Authenticated,
+    split_user,
+    with_alongside,
+)
 from app.models import ApiKey, User
 
 KEY_MARK = "hth_"
@@ -65,23 +74,33 @@ _LOOKUP = (
 )
 
 
-async def resolve_key(connection: AsyncConnection, key: str, now: datetime) -> Authenticated | None:
-    """The owner of a live key, or None (unknown, revoked, expired, or its owner disabled)."""
+async def resolve_key(
+    connection: AsyncConnection,
+    key: str,
+    now: datetime,
+    alongside: Alongside | None = None,
+    values: Mapping[str, Any] | None = None,
+) -> Authenticated | None:
+    """The owner of a live key, or None (unknown, revoked, expired, or its owner disabled); with
+    the row `alongside` asks for, `values` bound in its condition."""
     if not looks_like_key(key):
         return None
     digest = key_hash(key)
-    rows = (await connection.execute(_LOOKUP, {"prefix": key[:PREFIX_LENGTH], "now": now})).all()
+    statement = _LOOKUP if alongside is None else with_alongside(_LOOKUP, alongside)
+    parameters = {"prefix": key[:PREFIX_LENGTH], "now": now, **(values or {})}
+    rows = (await connection.execute(statement, parameters)).all()
     found = None
     for row in rows:  # every row is compared, so the time taken says nothing of which matched
         if hmac.compare_digest(row[1], digest):
             found = row
     if found is None:
         return None
-    key_id, _, last_used, *user_fields = found
+    key_id, _, last_used, *fields = found
     if last_used is None or now - last_used >= TOUCH_INTERVAL:
         await connection.execute(update(ApiKey).where(ApiKey.id == key_id).values(last_used_at=now))
         await connection.commit()
-    return Authenticated(user=SessionUser(*user_fields), session_id=None, token=key, key_id=key_id)
+    user, beside = split_user(fields)
+    return Authenticated(user=user, session_id=None, token=key, key_id=key_id, alongside=beside)
 
 
 def key_row(

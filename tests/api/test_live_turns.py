@@ -11,9 +11,12 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import update
 
 from app.agent import live
+from app.models import User
 from app.services import Services
+from tests.api.test_accounts import as_key, make_key
 from tests.conftest import NewUser
 from tests.fakes.providers import FakeProviderServer, Reply
 from tests.provider_setup import MODEL_IDS
@@ -274,8 +277,14 @@ async def test_the_stream_route_refuses_what_it_cannot_follow(
         response = await user.get(f"/api/chats/{chat_id}/stream", headers={"Last-Event-ID": bad})
         assert response.status_code == 422, bad
         assert response.json()["detail"][0]["loc"] == ["header", "last-event-id"]
-    too_long = await user.get(f"/api/chats/{chat_id}/stream", headers={"Last-Event-ID": "1" * 65})
-    assert too_long.status_code == 422
+    for long in ("1" * 65, "9" * 5000, "0" * 3000 + "7"):
+        too_long = await user.get(f"/api/chats/{chat_id}/stream", headers={"Last-Event-ID": long})
+        assert too_long.status_code == 422
+    # Whoever is not signed in learns only that, whatever else the request gets wrong.
+    for bad in ("x", "1" * 65):
+        refused = await anon.get(f"/api/chats/{chat_id}/stream", headers={"Last-Event-ID": bad})
+        assert refused.status_code == 401, bad
+    assert (await anon.get(f"/api/chats/{uuid.uuid4()}/stream")).status_code == 401
     # Someone else's chat, while its turn runs, is no chat of theirs.
     fake = fakes["openai"]
     held = asyncio.Event()
@@ -287,3 +296,43 @@ async def test_the_stream_route_refuses_what_it_cannot_follow(
         assert (await other.get(f"/api/chats/{chat_id}/stream")).status_code == 404
         held.set()
         await post.rest()
+
+
+async def test_a_script_follows_a_turn_with_its_key_and_only_its_owners_chats(
+    user: Client,
+    new_user: NewUser,
+    server: tuple[str, Services],
+    fakes: dict[str, FakeProviderServer],
+) -> None:
+    """A key reads the chat's lease in the same statement that finds its owner: the owner's key
+    follows the turn like the browser, another user's key gets a 404, and a key that stops
+    being good (revoked, its owner disabled) a 401."""
+    base_url, services = server
+    key = (await make_key(user))["key"]
+    other_key = (await make_key(await new_user()))["key"]
+    chat_id = await new_chat(user)
+    fake = fakes["openai"]
+    fake.script(Reply(text="By key. " * 12, chunk_chars=4, token_interval=0.01))
+    async with as_key(base_url, key) as script, as_key(base_url, other_key) as stranger:
+        assert (await script.get(f"/api/chats/{chat_id}/stream")).status_code == 204
+        async with posting(user, chat_id, "For the script") as response:
+            post = Events(response)
+            await post.until(3)
+            followed = asyncio.create_task(follow(script.http, chat_id, 1))
+            assert (await stranger.get(f"/api/chats/{chat_id}/stream")).status_code == 404
+            events = await post.rest()
+        numbered(events)
+        assert sse_events(await followed) == events[1:]
+        [mine] = (await script.get("/api/keys")).json()
+        async with services.sessions() as db, db.begin():
+            await db.execute(
+                update(User).where(User.email == user.user["email"]).values(disabled=True)
+            )
+        assert (await script.get(f"/api/chats/{chat_id}/stream")).status_code == 401
+        async with services.sessions() as db, db.begin():
+            await db.execute(
+                update(User).where(User.email == user.user["email"]).values(disabled=False)
+            )
+        assert (await script.get(f"/api/chats/{chat_id}/stream")).status_code == 204
+        assert (await user.delete(f"/api/keys/{mine['id']}")).status_code == 204
+        assert (await script.get(f"/api/chats/{chat_id}/stream")).status_code == 401

@@ -46,7 +46,10 @@ each figure is pydantic-ai alone in this process: the model class and client hea
 (d) Per streamed token. Answers of 50 and of 500 tokens (2 ms apart), `--token-rounds` (3)
     bursts of `--token-turns` (20) turns at once on one worker, each beside the same burst of
     pydantic-ai runs alone; the medians' slope over the 450 extra tokens is the CPU per token
-    of each. Target: hearth's minus the library's <= 15 us.
+    of each. Target: hearth's minus the library's <= 15 us. The floor, in the same rounds: the
+    same burst served by pydantic-ai itself over HTTP (`_library_server.py`: its Vercel adapter
+    on uvicorn, the same client): what encoding each token for the wire and writing it to a
+    socket costs the library before hearth adds anything.
 
 (l) Building the request for long chats, in this process (hearth's own functions and app, no
     HTTP server): chats of `--sizes` (200, 1,000, 2,000) messages, user and assistant in turn,
@@ -103,6 +106,7 @@ import argparse
 import asyncio
 import contextlib
 import itertools
+import math
 import os
 import platform
 import random
@@ -1982,20 +1986,24 @@ async def part_c(args: argparse.Namespace, workdir: Path, figures: dict[str, Any
 
 async def token_costs(
     args: argparse.Namespace, workdir: Path, tokens: int
-) -> tuple[list[float], list[float], list[str]]:
-    """CPU per turn of hearth's server and per run of pydantic-ai alone, for answers of
-    `tokens` tokens: `--token-rounds` bursts of `--token-turns` at once, each followed by the
-    same burst of library runs."""
+) -> tuple[list[float], list[float], list[float], list[str]]:
+    """CPU per turn of hearth's server, per run of pydantic-ai alone and per run of
+    pydantic-ai's own server, for answers of `tokens` tokens: `--token-rounds` bursts of
+    `--token-turns` at once, each followed by the same burst of library runs, then by the same
+    burst served by the library."""
     spec = f"first_ms=20,tokens={tokens},interval_ms=2"
     schedule = Schedule.parse(spec)
     hearth_cpu: list[float] = []
     library_cpu: list[float] = []
+    served_cpu: list[float] = []
     problems: list[str] = []
     count = args.token_turns
     async with (
         fresh_database(args.db, args.pg_url, workdir, f"tokens{tokens}") as url,
         running_stack(url, workdir, spec, ROOT, name=f"tokens{tokens}") as stack,
+        library_server(stack, workdir, 1) as (served_port, served),
     ):
+        await floor_burst(served_port, 3, schedule)  # warm-up
         control = await Connection.open(stack.port)
         try:
             account = await register(control)
@@ -2026,38 +2034,57 @@ async def token_costs(
                 library = await library_burst(stack, count)
                 library_cpu.append(library.cpu_seconds / count)
                 await asyncio.sleep(0.5)
+                floor, floor_used = await floor_burst(served_port, count, schedule, served.pid)
+                problems += [f"served by the library: {p}" for p in floor.problems]
+                if floor_used is not None:
+                    served_cpu.append(floor_used / count)
+                await asyncio.sleep(0.5)
         finally:
             control.close()
     print(f"  (d) {tokens} tokens measured", file=sys.stderr, flush=True)
-    return hearth_cpu, library_cpu, problems
+    return hearth_cpu, library_cpu, served_cpu, problems
 
 
 async def part_d(args: argparse.Namespace, workdir: Path, figures: dict[str, Any]) -> bool:
     """hearth's server CPU per streamed text delta beyond pydantic-ai alone's: the slope between
-    answers of `TOKEN_COUNTS` tokens, so what a turn costs once (set-up, rows) cancels out."""
+    answers of `TOKEN_COUNTS` tokens, so what a turn costs once (set-up, rows) cancels out.
+    Beside it, the same slope of pydantic-ai serving the runs itself: the floor."""
     low, high = TOKEN_COUNTS
     measured = {tokens: await token_costs(args, workdir, tokens) for tokens in TOKEN_COUNTS}
     hearth = {t: statistics.median(m[0]) for t, m in measured.items()}
     library = {t: statistics.median(m[1]) for t, m in measured.items()}
-    problems = [p for m in measured.values() for p in m[2]]
-    hearth_slope = (hearth[high] - hearth[low]) / (high - low)
-    library_slope = (library[high] - library[low]) / (high - low)
+    served = {t: statistics.median(m[2]) if m[2] else math.nan for t, m in measured.items()}
+    problems = [p for m in measured.values() for p in m[3]]
+
+    def slope(values: dict[int, float]) -> float:
+        return (values[high] - values[low]) / (high - low)
+
+    hearth_slope, library_slope, served_slope = slope(hearth), slope(library), slope(served)
     extra_us = 1e6 * (hearth_slope - library_slope)
+    served_extra_us = 1e6 * (served_slope - library_slope)
     passed = extra_us <= TOKEN_EXTRA_TARGET_US and not problems
     print()
     print(
         f"(d) CPU per streamed token on {args.db}: {args.token_rounds} bursts of "
         f"{args.token_turns} turns at once per answer length (the provider sending tokens 2 ms "
-        f"apart), each beside the same burst of pydantic-ai runs alone; medians"
+        f"apart), each beside the same burst of pydantic-ai runs alone and the same burst "
+        f"served by pydantic-ai itself (`_library_server.py`); medians"
     )
-    print(f"{'tokens':>8}{'hearth':>12}{'library':>12}")
-    print(f"{'':>8}{'ms/turn':>12}{'ms/run':>12}")
+    print(f"{'tokens':>8}{'hearth':>12}{'library':>12}{'served':>12}")
+    print(f"{'':>8}{'ms/turn':>12}{'ms/run':>12}{'ms/run':>12}")
     for tokens in TOKEN_COUNTS:
-        print(f"{tokens:>8}{1000 * hearth[tokens]:>12.2f}{1000 * library[tokens]:>12.2f}")
+        print(
+            f"{tokens:>8}{1000 * hearth[tokens]:>12.2f}{1000 * library[tokens]:>12.2f}"
+            f"{1000 * served[tokens]:>12.2f}"
+        )
     print(
         f"per token: hearth {1e6 * hearth_slope:.2f} us, pydantic-ai alone "
         f"{1e6 * library_slope:.2f} us; hearth's extra {extra_us:.2f} us; target <= "
         f"{TOKEN_EXTRA_TARGET_US:g} us: {'PASS' if passed else 'FAIL'}"
+    )
+    print(
+        f"the floor: pydantic-ai serving them itself {1e6 * served_slope:.2f} us per token, "
+        f"{served_extra_us:.2f} us over the library alone (its encoding and writes)"
     )
     for problem in problems[:5]:
         print(f"  problem: {problem}")
@@ -2066,8 +2093,11 @@ async def part_d(args: argparse.Namespace, workdir: Path, figures: dict[str, Any
         "extra_us_per_token": round(extra_us, 3),
         "hearth_us_per_token": round(1e6 * hearth_slope, 3),
         "library_us_per_token": round(1e6 * library_slope, 3),
+        "served_library_us_per_token": round(1e6 * served_slope, 3),
+        "served_library_extra_us_per_token": round(served_extra_us, 3),
         "hearth_cpu_ms_per_turn": {str(t): round(1000 * v, 3) for t, v in hearth.items()},
         "library_cpu_ms_per_run": {str(t): round(1000 * v, 3) for t, v in library.items()},
+        "served_library_cpu_ms_per_run": {str(t): round(1000 * v, 3) for t, v in served.items()},
         "problems": len(problems),
         "target_us": TOKEN_EXTRA_TARGET_US,
         "passed": passed,

@@ -17,6 +17,7 @@ from app.agent import live
 from app.models import User
 from app.services import Services
 from tests.api.test_accounts import as_key, make_key
+from tests.api.test_path_reads import statements
 from tests.conftest import NewUser
 from tests.fakes.providers import FakeProviderServer, Reply
 from tests.provider_setup import MODEL_IDS
@@ -336,3 +337,23 @@ async def test_a_script_follows_a_turn_with_its_key_and_only_its_owners_chats(
         assert (await script.get(f"/api/chats/{chat_id}/stream")).status_code == 204
         assert (await user.delete(f"/api/keys/{mine['id']}")).status_code == 204
         assert (await script.get(f"/api/chats/{chat_id}/stream")).status_code == 401
+
+
+async def test_a_readers_request_is_one_statement_whoever_signs_it(
+    user: Client, server: tuple[str, Services]
+) -> None:
+    """The session (or key), its user and the chat's lease come in one statement; the answer is
+    the same as two would give: 204 for the owner's idle chat, 404 for an unknown one."""
+    base_url, services = server
+    chat_id = await new_chat(user)
+    await user.get(f"/api/chats/{chat_id}/stream")  # the session's last-seen time is fresh now
+    key = (await make_key(user))["key"]
+    async with as_key(base_url, key) as script:
+        await script.get(f"/api/chats/{chat_id}/stream")  # and the key's last-used time
+        for client in (user, script):
+            for chat, status in ((chat_id, 204), (str(uuid.uuid4()), 404)):
+                with statements(services) as seen:
+                    answer = await client.get(f"/api/chats/{chat}/stream")
+                assert answer.status_code == status
+                assert len(seen) == 1, seen
+                assert "chats" in seen[0] and ("auth_sessions" in seen[0] or "api_keys" in seen[0])

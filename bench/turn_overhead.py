@@ -80,7 +80,7 @@ each figure is pydantic-ai alone in this process: the model class and client hea
 `--parts` picks the parts (default a,b,c,d); `--json FILE` writes every figure, each part's
 under its letter with the database it was measured on (`db`): `a.hearth_minus_library_ms_p50`,
 `b.cpu_ratio_to_library_n100`, `c.slowest_over_schedule_n200`, `c.p99_added_gap_ms_n200`,
-`c.capacity`, `d.extra_us_per_token` and more. A shorter run (`--sequential`, `--concurrency`,
+`c.capacity`, `d.extra_us_per_token`, `l.passed`, `o.on_over_off` and more. A shorter run (`--sequential`, `--concurrency`,
 `--pacing`) gives the same keys, measured at the N it ran (`n`).
 
 hearth runs as `hearth serve` does: `python -m app.cli serve`, one uvicorn worker (two in (c);
@@ -1179,7 +1179,7 @@ async def library_tracing_floor(
     return statistics.median(used[False]), statistics.median(used[True])
 
 
-async def part_o(args: argparse.Namespace, workdir: Path) -> bool:
+async def part_o(args: argparse.Namespace, workdir: Path, figures: dict[str, Any]) -> bool:
     """Server CPU per turn: metrics and tracing on (exporting to a receiver in its own process)
     against both off, and both off against `--baseline`, a tree from before they existed. The
     servers run side by side on their own databases and fakes; bursts go to each in turn, the
@@ -1284,11 +1284,25 @@ async def part_o(args: argparse.Namespace, workdir: Path) -> bool:
         f"(rounds {', '.join(f'{r:.2f}' for r in ratios)}); target <= {OBSERVED_TARGET:.2f}: "
         f"{'PASS' if passed else 'FAIL'}"
     )
+    figures["o"] = {
+        "db": args.db,
+        "on_over_off": round(ratio, 4),
+        "rounds": [round(r, 4) for r in ratios],
+        "off_cpu_ms_per_turn": round(1000 * off_cpu, 3),
+        "on_cpu_ms_per_turn": round(1000 * statistics.median(by_label["on"].cpu), 3),
+        "spans_per_turn": round(spans / turns_on, 2),
+        "floor_sdk_alone": round(1 + floor / off_cpu, 4),
+        "floor_with_library_instrumentation": round(1 + (floor + library_extra) / off_cpu, 4),
+        "target": OBSERVED_TARGET,
+        "passed": passed,
+    }
     if "before" in by_label:
         before = by_label["before"].cpu
         drift = [off / b for off, b in zip(by_label["off"].cpu, before, strict=True)]
         spread = statistics.pstdev(before) / statistics.mean(before)
         same = abs(statistics.median(drift) - 1) <= max(0.03, 2 * spread)
+        figures["o"]["off_over_before"] = round(statistics.median(drift), 4)
+        figures["o"]["same_as_before"] = same
         print(
             f"off / before ({revision(args.baseline)}), median of the rounds' ratios: "
             f"{statistics.median(drift):.3f} (rounds {', '.join(f'{r:.2f}' for r in drift)}); "
@@ -1534,7 +1548,7 @@ async def turn_statements(
     return Counter(statement_kind(sql) for sql in seen), elapsed
 
 
-async def part_l(args: argparse.Namespace, workdir: Path) -> bool:
+async def part_l(args: argparse.Namespace, workdir: Path, figures: dict[str, Any]) -> bool:
     log_path = workdir / "part-c.log"
     results: list[SizeResult] = []
     turn_counts: dict[int, Counter[str]] = {}
@@ -1602,7 +1616,7 @@ async def part_l(args: argparse.Namespace, workdir: Path) -> bool:
                     await services.engine.dispose()
         finally:
             stop_process(fake)
-    return report_c(args, results, turn_counts, turn_times)
+    return report_c(args, results, turn_counts, turn_times, figures)
 
 
 def report_c(
@@ -1610,7 +1624,20 @@ def report_c(
     results: list[SizeResult],
     turn_counts: dict[int, Counter[str]],
     turn_times: dict[int, float],
+    figures: dict[str, Any],
 ) -> bool:
+    figures["l"] = {
+        "db": args.db,
+        "sizes": {
+            f"{r.variant}.{r.size}": {
+                "load_ms": round(1000 * r.load, 3),
+                "build_ms": round(1000 * r.build, 3),
+                "load_statements": r.load_queries,
+            }
+            for r in results
+        },
+        "turn_statements": {str(size): sum(c.values()) for size, c in turn_counts.items()},
+    }
     print()
     print(
         f"(l) building the request for long chats (load_rows + build_history, median of up to "
@@ -1670,6 +1697,7 @@ def report_c(
             for size, counts in turn_counts.items():
                 print(f"    {size}: {dict(sorted(counts.items()))}")
     print(f"target: linear growth and a fixed statement count: {'PASS' if passed else 'FAIL'}")
+    figures["l"]["passed"] = passed
     return passed
 
 
@@ -2146,9 +2174,9 @@ async def orchestrate(args: argparse.Namespace) -> bool:
         if "d" in args.parts:
             verdicts["d"] = await part_d(args, workdir, figures)
         if "l" in args.parts:
-            verdicts["l"] = await part_l(args, workdir)
+            verdicts["l"] = await part_l(args, workdir, figures)
         if "o" in args.parts:
-            verdicts["o"] = await part_o(args, workdir)
+            verdicts["o"] = await part_o(args, workdir, figures)
     finally:
         if args.keep:
             print(f"kept {workdir} (databases, providers files, processes.log)", file=sys.stderr)

@@ -80,8 +80,9 @@ each figure is pydantic-ai alone in this process: the model class and client hea
 `--parts` picks the parts (default a,b,c,d); `--json FILE` writes every figure, each part's
 under its letter with the database it was measured on (`db`): `a.hearth_minus_library_ms_p50`,
 `b.cpu_ratio_to_library_n100`, `c.slowest_over_schedule_n200`, `c.p99_added_gap_ms_n200`,
-`c.capacity`, `d.extra_us_per_token`, `l.passed`, `o.on_over_off` and more. A shorter run (`--sequential`, `--concurrency`,
-`--pacing`) gives the same keys, measured at the N it ran (`n`).
+`c.capacity`, `d.extra_us_per_token`, `l.passed`, `o.on_over_off` and more. A shorter run
+(`--sequential`, `--concurrency`, `--pacing`) gives the same keys, measured at the N it ran
+(`n`).
 
 hearth runs as `hearth serve` does: `python -m app.cli serve`, one uvicorn worker (two in (c);
 uvloop and httptools when installed), schema upgraded at start, on a fresh database: a SQLite

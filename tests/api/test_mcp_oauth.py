@@ -14,6 +14,7 @@ import asyncio
 import json
 import os
 import secrets
+import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -34,7 +35,6 @@ from tests.provider_setup import MODEL_IDS, providers_yaml
 from tests.support import (
     ROOT,
     Client,
-    free_port,
     http_client,
     live_server,
     parse_stream,
@@ -60,12 +60,22 @@ class Guarded:
             return (await http.get(f"{self.server_url}/log")).json()
 
 
-def start_server(port: int, **env: str) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "tests.fakes.mcp_servers.guarded", str(port)],
-        cwd=ROOT,
-        env={**os.environ, **env},
-    )
+def start_server(**env: str) -> tuple[subprocess.Popen[bytes], int]:
+    """The guarded server and its port, on a socket bound and listening here and handed over:
+    a port picked free and let go before the server binds it can be taken meanwhile by another
+    test's process."""
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen(128)
+        port: int = listening.getsockname()[1]
+        fd = listening.fileno()
+        process = subprocess.Popen(
+            [sys.executable, "-m", "tests.fakes.mcp_servers.guarded", str(port), str(fd)],
+            cwd=ROOT,
+            env={**os.environ, **env},
+            pass_fds=(fd,),
+        )
+    return process, port
 
 
 async def answering(url: str) -> bool:
@@ -86,8 +96,7 @@ async def guarded(
     services: Services,  # not used: asked for so the shared tables are emptied afterwards
 ) -> AsyncIterator[Guarded]:
     env = getattr(request, "param", {})
-    port = free_port()
-    process = start_server(port, **env)
+    process, port = start_server(**env)
     server_url = f"http://127.0.0.1:{port}"
     try:
         await wait_until(lambda: answering(server_url), within=20)

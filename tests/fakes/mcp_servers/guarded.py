@@ -1,6 +1,8 @@
 """An MCP server behind OAuth 2.1, with its own authorization server, for the per-user tests.
 
-`python guarded.py PORT` serves, at `http://127.0.0.1:PORT`:
+`python guarded.py PORT [FD]` serves, at `http://127.0.0.1:PORT` (on the listening socket FD when
+given: a test binds the port and hands the socket over, so no other process can take the port
+between the two):
 
 - `/mcp`: the weather tools over streamable HTTP, for a valid Bearer token only; anything else
   gets 401 with `WWW-Authenticate: Bearer resource_metadata=...` (RFC 9728);
@@ -237,4 +239,7 @@ app = Starlette(
 )
 
 if __name__ == "__main__":
-    uvicorn.run(app, host="127.0.0.1", port=PORT, log_level="warning")
+    if len(sys.argv) > 2:
+        uvicorn.run(app, fd=int(sys.argv[2]), log_level="warning")
+    else:
+        uvicorn.run(app, host="127.0.0.1", port=PORT, log_level="warning")

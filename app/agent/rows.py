@@ -16,9 +16,11 @@ one statement rather than five.
 
 from __future__ import annotations
 
+import functools
+import operator
 import uuid
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -169,41 +171,72 @@ async def stored_path(
     beside = Beside(first.has_calls, first.has_activations, first.has_summaries, first.has_evidence)
     calls = (await db.execute(_CALLS, {"chat_id": chat_id})).all() if beside.calls else []
     by_message: dict[int, list[StoredToolCall]] = defaultdict(list)
-    for call in calls:
-        by_message[call.message_id].append(
-            StoredToolCall(
-                call.id,
-                call.tool_call_id,
-                call.name,
-                call.arguments,
-                call.status,
-                call.result,
-                media_of(call.media),
-            )
+    for call_id, message_id, tool_call_id, name, arguments, status, result, media in calls:
+        by_message[message_id].append(
+            StoredToolCall(call_id, tool_call_id, name, arguments, status, result, media_of(media))
         )
-    attached = await _attachments(db, [row.meta for row in messages])
+    pick = _picker(first._fields)
+    picked = [pick(row) for row in messages]
+    attached = await _attachments(db, [row[_META] for row in picked])
+    no_calls: tuple[StoredToolCall, ...] = ()
     rows = [
         StoredMessage(
-            id=row.id,
-            role=row.role,
-            content=row.content,
-            reasoning=row.reasoning,
-            status=row.status,
-            model=row.model,
-            provider_details=row.provider_details,
-            meta=row.meta or {},
-            created_at=row.created_at,
-            tool_calls=tuple(by_message.get(row.id, ())),
-            attachments=tuple(
-                attached[str(i)] for i in attachment_ids(row.meta) if str(i) in attached
-            ),
-            request_tokens=None
-            if row.input_tokens is None
-            else row.input_tokens + (row.cache_read_tokens or 0) + (row.cache_write_tokens or 0),
+            message_id,
+            role,
+            content,
+            reasoning,
+            status,
+            model,
+            details,
+            meta or {},
+            created_at,
+            tuple(by_message[message_id]) if message_id in by_message else no_calls,
+            tuple(attached[i] for i in attachment_ids(meta) if i in attached) if attached else (),
+            None if input_tokens is None else input_tokens + (cache_read or 0) + (cache_write or 0),
         )
-        for row in messages
+        for (
+            message_id,
+            role,
+            content,
+            reasoning,
+            status,
+            model,
+            details,
+            meta,
+            created_at,
+            input_tokens,
+            cache_read,
+            cache_write,
+        ) in picked
     ]
     return rows, beside
+
+
+_PICKED = (
+    "id",
+    "role",
+    "content",
+    "reasoning",
+    "status",
+    "model",
+    "provider_details",
+    "meta",
+    "created_at",
+    "input_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+)
+"""The columns of `probed` a `StoredMessage` is made from, in the order `stored_path` unpacks."""
+_META = _PICKED.index("meta")
+
+
+@functools.lru_cache(maxsize=8)
+def _picker(fields: tuple[str, ...]) -> Callable[[Row[Any]], tuple[Any, ...]]:
+    """What takes `_PICKED` out of a row with these `fields`, in one call: a path's rows come
+    from `probed` alone (`load_path`) or with the send's columns before them (PostgreSQL's
+    send, `app.chats.repository`). A row's attributes cost about 0.3 us apiece, 7 ms of the
+    27 a 2,000-message chat took to build here; one `itemgetter` per row takes 0.3 ms."""
+    return operator.itemgetter(*(fields.index(name) for name in _PICKED))
 
 
 def attachment_ids(meta: dict[str, Any] | None) -> list[str]:

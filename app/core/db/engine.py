@@ -48,6 +48,7 @@ from sqlalchemy.ext.asyncio import (
 from sqlalchemy.sql.dml import UpdateBase
 
 from app.core.db.sqlite_trips import BUSY_TIMEOUT_MS, OneTripConnection, one_trip_dbapi
+from app.core.db.types import read_json
 
 
 def sqlite_file(url: str) -> Path | None:
@@ -101,6 +102,7 @@ once) opened 37 and 67 connections, against 22 and 24 with this pool, and a 50-t
 
 def create_engine(url: str, **kwargs: Any) -> AsyncEngine:
     ensure_sqlite_dir(url)
+    kwargs.setdefault("json_deserializer", read_json)
     if make_url(url).get_backend_name() == "sqlite":
         if make_url(url).get_driver_name() == "aiosqlite":
             kwargs.setdefault("module", one_trip_dbapi())  # a statement a trip (see there)

@@ -62,7 +62,10 @@ each figure is pydantic-ai alone in this process: the model class and client hea
     against a fake in its own process that answers at once; that turn's wall time is shown too,
     for what the rest of the request costs: pydantic-ai's mapping, the SDK, the wire). Target:
     the time for 2,000 messages <= 12 x that for 200, and the same number of statements for
-    every size.
+    every size. Floor: the same statements as SQL text with the chat's id written in, on a
+    pooled connection without the ORM or column types (`SQL ms`), and their own growth: on
+    SQLite the database's share grows faster than the chat (a deeper B-tree, pages past the
+    caches, the path sorted by id).
 
 (o) Observability: server CPU per turn with metrics and tracing
     on (`HEARTH_METRICS_TOKEN`, and `OTEL_EXPORTER_OTLP_ENDPOINT` pointing at an OTLP/HTTP
@@ -168,7 +171,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from app.agent.history import build_history
-from app.agent.rows import load_rows
+from app.agent.rows import _CALLS, _MESSAGES_PROBED, load_rows
 from app.agent.turn import INSTRUCTIONS
 from app.core.db.engine import create_engine
 from app.core.db.migrate import upgrade
@@ -1486,6 +1489,30 @@ class SizeResult:
     load_queries: int
     repeats: int
     history_messages: int
+    sql: float = math.nan
+    """The same statements as plain SQL text on a pooled connection (the floor)."""
+
+
+async def time_statements(engine: Any, chat_id: uuid.UUID, repeats: int) -> float:
+    """What the database and its driver alone take for `load_rows`'s statements: each as SQL
+    text with the chat's id written in, run with `exec_driver_sql` (no ORM, no column types),
+    median of `repeats`."""
+    texts = [
+        str(
+            statement.params(chat_id=chat_id).compile(
+                dialect=engine.dialect, compile_kwargs={"literal_binds": True}
+            )
+        )
+        for statement in (_MESSAGES_PROBED, _CALLS)
+    ]
+    times: list[float] = []
+    async with engine.connect() as connection:
+        for _ in range(repeats + 1):
+            started = time.perf_counter()
+            for text in texts:
+                (await connection.exec_driver_sql(text)).all()
+            times.append(time.perf_counter() - started)
+    return statistics.median(times[1:])
 
 
 async def time_build(
@@ -1525,6 +1552,7 @@ async def time_build(
         load_queries,
         len(loads),
         messages,
+        await time_statements(engine, chat_id, len(loads)),
     )
 
 
@@ -1634,6 +1662,7 @@ def report_c(
                 "load_ms": round(1000 * r.load, 3),
                 "build_ms": round(1000 * r.build, 3),
                 "load_statements": r.load_queries,
+                "sql_alone_ms": round(1000 * r.sql, 3),
             }
             for r in results
         },
@@ -1646,7 +1675,7 @@ def report_c(
     )
     print(
         f"{'messages':>9}{'rows':>9}{'runs':>6}{'load ms':>10}{'build ms':>10}{'total ms':>10}"
-        f"{'us/msg':>8}{'load SQL':>9}   {'turn SQL':>8}{'SELECTs':>8}{'turn ms':>9}"
+        f"{'us/msg':>8}{'load SQL':>9}{'SQL ms':>8}   {'turn SQL':>8}{'SELECTs':>8}{'turn ms':>9}"
     )
     passed = True
     for variant in ("stored", "columns"):
@@ -1670,7 +1699,7 @@ def report_c(
             print(
                 f"{r.size:>9}{r.history_messages:>9}{r.repeats:>6}{ms(r.load):>10}"
                 f"{ms(r.build):>10}{ms(total):>10}{1e6 * total / r.size:>8.1f}"
-                f"{r.load_queries:>9}{turn}"
+                f"{r.load_queries:>9}{ms(r.sql):>8}{turn}"
             )
         if len(rows) >= 2:
             small, large = rows[0], rows[-1]
@@ -1680,11 +1709,15 @@ def report_c(
             same = len({r.load_queries for r in rows}) == 1
             passed &= ok and same
             counts = sorted({r.load_queries for r in rows})
+            floor = large.sql / small.sql
             print(
                 f"  {large.size}/{small.size} messages: x{growth:.2f} (target <= {allowed:g}) "
-                f"{'PASS' if ok else 'FAIL'}; statements per load_rows {counts}, "
+                f"{'PASS' if ok else 'FAIL'}; the statements alone (SQL ms, the floor): "
+                f"x{floor:.2f}; statements per load_rows {counts}, "
                 f"{'equal for every size' if same else 'DIFFER by size'}"
             )
+            figures["l"][f"{variant}.growth"] = round(growth, 3)
+            figures["l"][f"{variant}.sql_alone_growth"] = round(floor, 3)
     if turn_counts:
         kinds = list(turn_counts.values())
         same = all(k == kinds[0] for k in kinds)

@@ -79,7 +79,13 @@ _PATH = BOUND_PATH
 def probed(path: CTE) -> Select[Any]:
     """The messages of `path` in order, with the columns `Beside` is made from: what
     `load_path` runs on a chat's active path, and what a send's statement reads on the path it
-    extends (`app.chats.repository`)."""
+    extends (`app.chats.repository`).
+
+    The messages are those whose id is `IN` the path rather than joined to it: SQLite then
+    looks them up in the order of the ids it collected, and needs no sort for `ORDER BY`
+    (with a join, it sorted the rows in a temporary B-tree). On a 2,000-message chat the
+    statement took 6.5 ms instead of 9.9, and 0.51 instead of 0.61 on a 200-message one
+    (`bench/turn_overhead.py` part l)."""
     return (
         select(
             Message.id,
@@ -105,7 +111,7 @@ def probed(path: CTE) -> Select[Any]:
             )
             .label("has_evidence"),
         )
-        .join(path, Message.id == path.c.id)
+        .where(Message.id.in_(on_path(path)))
         .order_by(Message.id)
     )
 

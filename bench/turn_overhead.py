@@ -64,8 +64,8 @@ each figure is pydantic-ai alone in this process: the model class and client hea
     the time for 2,000 messages <= 12 x that for 200, and the same number of statements for
     every size. Floor: the same statements as SQL text with the chat's id written in, on a
     pooled connection without the ORM or column types (`SQL ms`), and their own growth: on
-    SQLite the database's share grows faster than the chat (a deeper B-tree, pages past the
-    caches, the path sorted by id).
+    SQLite the database's share grows faster than the chat (deeper B-trees, and pages that no
+    longer fit the caches).
 
 (o) Observability: server CPU per turn with metrics and tracing
     on (`HEARTH_METRICS_TOKEN`, and `OTEL_EXPORTER_OTLP_ENDPOINT` pointing at an OTLP/HTTP

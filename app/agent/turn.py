@@ -196,6 +196,10 @@ class Turn:
         """The forms and completions its calls' servers ask for, once the run has begun."""
         self._encode: TurnEventStream | None = None
         """The turn's encoder, which a continued response uses too."""
+        self._passed: object = None
+        """The last event the shortcut let go down the run's stream to the transform."""
+        self._done_with: object = None
+        """The last event the transform has finished with (its chunks are in the log)."""
         self.end_stored = True
         """False when the turn could not store how it ended: its chat is then left to lapse,
         and a sweep settles it (`app.agent.leases.sweep`)."""
@@ -286,6 +290,30 @@ class Turn:
         if self._done is not None:
             self._append(self._done)
         self.log.end()
+
+    def shortcut(self, event: object) -> bool:
+        """Put a plain text delta into the log from the run's own task, when the transform has
+        finished with every event sent down the stream before it; whether it did. Every other
+        event goes on down the stream (and is noted, so nothing overtakes it).
+
+        Why: pydantic-ai hands each event from the task that runs the agent to the one that
+        reads `run_stream_events` through a zero-buffer memory stream: a checkpoint and cancel
+        scopes on each side, a switch of tasks, and a resume of the reader's whole chain of
+        awaits (supervisor, turn, transform, `_text_deltas`), for every token. A delta taken here
+        skips all of it; one that comes while an event is still on its way (a burst read from
+        the socket at once) goes the long way, behind it, so the order holds. Measured (two
+        servers side by side on SQLite, bursts to each in turn, medians of 8): 20 turns of 500
+        tokens 2 ms apart cost 119 ms of server CPU a turn, 148 without it; of 50 tokens, 24.8
+        against 32.5; 100 turns of 50 tokens 20 ms apart, 43.5 against 53.4 (the same tree on
+        both sides: 29.5 and 29.5)."""
+        stream = self._encode
+        if stream is not None and self._done_with is self._passed:
+            delta = stream.text_delta(event)
+            if delta is not None:
+                self._emit(stream.encode_text_delta(delta), self._sent.take_text(delta))
+                return True
+        self._passed = event
+        return False
 
     # -- the run -----------------------------------------------------------------------------
 
@@ -411,6 +439,7 @@ class Turn:
         )
         hooks = TurnHooks(
             guard=guard,
+            shortcut=self.shortcut,
             recorder=recorder,
             request_log=request_log,
             preparers=[
@@ -458,6 +487,7 @@ class Turn:
                 yield event
             else:
                 self._emit(stream.encode_text_delta(delta), self._sent.take_text(delta))
+            self._done_with = event
 
     async def _settle(
         self, recorder: Recorder, stream: TurnEventStream, context: dict[str, Any]

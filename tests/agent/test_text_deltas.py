@@ -1,16 +1,23 @@
-"""The turn's short path for text deltas: the stream it writes is the transform's, byte for byte,
-for plain answers, parts that follow each other, deltas the path leaves to the transform, and a
-run that fails in the middle of a part (which the transform closes from the deltas it kept)."""
+"""The turn's short paths for text deltas: the stream they write is the transform's, byte for
+byte, for plain answers, parts that follow each other, deltas the paths leave to the transform, a
+run that fails in the middle of a part (which the transform closes from the deltas it kept), and
+deltas taken in the run's own task (`Turn.shortcut`) beside events still on their way."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
+import re
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any, cast
 
+import orjson
 import pytest
+from pydantic_ai import Agent
+from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.messages import (
+    ModelMessage,
     PartDeltaEvent,
     PartEndEvent,
     PartStartEvent,
@@ -19,10 +26,12 @@ from pydantic_ai.messages import (
     ThinkingPart,
     ThinkingPartDelta,
 )
+from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
 from pydantic_ai.ui import _event_stream
 from pydantic_ai.ui.vercel_ai.response_types import TextDeltaChunk
 from pydantic_core import PydanticSerializationError
 
+from app.agent.capabilities.turn_hooks import TurnHooks
 from app.agent.live import TurnLog
 from app.agent.stream import TurnEventStream
 from app.agent.turn import Turn
@@ -122,3 +131,64 @@ def test_a_delta_is_encoded_as_the_model_encodes_its_chunk() -> None:
             assert stream.encode_text_delta(delta) == expected, (part, delta[:20])
         with pytest.raises(PydanticSerializationError):
             stream.encode_text_delta("\ud800 half a pair")
+
+
+WORDS = [f" w{i}" for i in range(60)]
+TIMESTAMP = re.compile(r'"timestamp":"[^"]+"')
+"""The one thing two runs write differently: when each message was made."""
+
+
+async def words(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[Any]:
+    """A tool call, then the answer: bursts of deltas with nothing between them (the first
+    delta after a part's start meets that start still on its way), and deltas a moment apart."""
+    if len(messages) == 1:
+        yield {0: DeltaToolCall(name="lookup", json_args='{"term": "x"}', tool_call_id="c1")}
+        return
+    for index, word in enumerate(WORDS):
+        if index % 20 >= 10:
+            await asyncio.sleep(0.001)
+        yield word
+
+
+async def run_turn(monkeypatch: pytest.MonkeyPatch, *, shortcut: bool) -> tuple[list[str], int]:
+    """The log of a real pydantic-ai run (its own task, its zero-buffer stream) read as the turn
+    reads it, with the run's capability offering each event to `Turn.shortcut` or not; and how
+    many deltas the shortcut took."""
+    counter = itertools.count()
+    monkeypatch.setattr(_event_stream, "uuid4", lambda: uuid.UUID(int=next(counter)))
+    t = Turn(cast(Any, None), cast(Any, None), TurnLog(uuid.uuid4(), "owner"))
+    stream = Counting(run_input=cast(Any, None), user_message_id=1, usage=dict)
+    t._encode = stream
+    taken = 0
+
+    def offered(event: object) -> bool:
+        nonlocal taken
+        took = t.shortcut(event)
+        taken += took
+        return took
+
+    agent: Agent[None, str] = Agent(FunctionModel(stream_function=words))
+
+    @agent.tool_plain
+    def lookup(term: str) -> str:
+        return f"about {term}"
+
+    quiet = AbstractCapability[Any]()
+    hooks = TurnHooks(recorder=quiet, request_log=quiet, shortcut=offered if shortcut else None)
+    async with agent.run_stream_events("look it up", capabilities=[hooks]) as events:
+        passed = t._text_deltas(events, stream) if shortcut else events
+        async for chunk in stream.transform_stream(passed):
+            t._emit(stream.encode_event(chunk), t._sent.take(chunk))
+    return [TIMESTAMP.sub("<time>", data) for data in t.log.data], taken
+
+
+async def test_deltas_taken_in_the_runs_task_keep_the_streams_order(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    through_transform, _ = await run_turn(monkeypatch, shortcut=False)
+    with_shortcut, taken = await run_turn(monkeypatch, shortcut=True)
+    assert with_shortcut == through_transform
+    deltas = [d for d in through_transform if '"type":"text-delta"' in d]
+    assert [orjson.loads(d.removeprefix("data: "))["delta"] for d in deltas] == WORDS
+    assert '"type":"tool-output-available"' in "".join(through_transform)
+    assert 0 < taken < len(WORDS)  # some deltas met an event on its way and went behind it

@@ -302,10 +302,10 @@ class Turn:
         awaits (supervisor, turn, transform, `_text_deltas`), for every token. A delta taken here
         skips all of it; one that comes while an event is still on its way (a burst read from
         the socket at once) goes the long way, behind it, so the order holds. Measured (two
-        servers side by side on SQLite, bursts to each in turn, medians of 8): 20 turns of 500
-        tokens 2 ms apart cost 119 ms of server CPU a turn, 148 without it; of 50 tokens, 24.8
-        against 32.5; 100 turns of 50 tokens 20 ms apart, 43.5 against 53.4 (the same tree on
-        both sides: 29.5 and 29.5)."""
+        servers side by side on SQLite, bursts to each in turn, medians of 8 bursts, of 6 for
+        the 100 turns): 20 turns of 500 tokens 2 ms apart cost 119 ms of server CPU a turn, 148
+        without it; of 50 tokens, 24.8 against 32.5; 100 turns of 50 tokens 20 ms apart, 43.5
+        against 53.4 (the same tree on both sides: 29.5 and 29.5)."""
         stream = self._encode
         if stream is not None and self._done_with is self._passed:
             delta = stream.text_delta(event)
@@ -480,7 +480,8 @@ class Turn:
     ) -> AsyncGenerator[Any]:
         """The run's events on their way to the transform, less the plain text deltas, which
         go into the log here (`TurnEventStream.text_delta` says why). The transform asks for
-        an event only once the chunks of the one before are out, so the order holds."""
+        an event only once the chunks of the one before are out, so the order holds; that is
+        when `_done_with` names the one before, which `shortcut` looks at."""
         async for event in events:
             delta = stream.text_delta(event)
             if delta is None:

@@ -8,7 +8,8 @@ hook (3.1 µs each on the benchmark machine; a turn of two rounds made 242 of th
 capabilities listed, 104 with this one), and, once any capability wraps the event stream, a
 pass-through generator per capability that every streamed event goes through (8 generators an
 event, now 5). With one capability the copies are one per hook, and of hearth's own only the two
-wrappers that look at the stream (request log, recorder) stand between it and the run.
+wrappers that look at the stream (request log, recorder) stand between it and the run, and the
+turn's shortcut after them, which takes most text deltas off the stream (`Turn.shortcut`).
 
 Only the hooks the parts implement are forwarded; `tests/agent/test_turn_hooks.py` fails when a
 part gains a hook this class does not pass on.

@@ -11,7 +11,10 @@ batch processor, configured by the standard `OTEL_*` variables (headers, timeout
   request's context), with the chat, the model and how the turn ended;
 - pydantic-ai's own spans below it, for the agent run, each model request and each tool call,
   in the GenAI semantic conventions; the messages, instructions and tool arguments and results
-  are left out unless `HEARTH_TRACE_CONTENT=true`, and the tool definitions always are;
+  are left out unless `HEARTH_TRACE_CONTENT=true`, and the tool definitions always are: the
+  conventions make `gen_ai.tool.definitions` opt-in, and pydantic-ai sets it on every model
+  request with no setting to stop it (`include_model_request_parameters` only drops its own
+  attribute), so the span processor takes it out before export (`app.observability.left_out`);
 - a span per SQL statement (`app.observability.sql_spans`, on SQLAlchemy's engine events),
   statements without their values.
 
@@ -80,11 +83,12 @@ def install(app: FastAPI, engine: AsyncEngine, *, include_content: bool) -> Trac
     from pydantic_ai import Agent
     from pydantic_ai.models.instrumented import InstrumentationSettings
 
+    from app.observability.left_out import LeavingOut
     from app.observability.sql_spans import StatementSpans
 
     resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME") or "hearth"})
     provider = TracerProvider(resource=resource)
-    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    provider.add_span_processor(LeavingOut(BatchSpanProcessor(OTLPSpanExporter())))
     FastAPIInstrumentor.instrument_app(
         app,
         tracer_provider=provider,

@@ -11,6 +11,7 @@ Without the variable, nothing of the SDK is even imported (a fresh interpreter s
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -37,6 +38,8 @@ PARENT_ID = "00f067aa0ba902b7"
 TRACEPARENT = f"00-{TRACE_ID}-{PARENT_ID}-01"
 SECRET = "the secret words are plum and quince"
 SECRET_PATH = "zebra-folder-7731"
+TOOL_DESCRIPTION = "files show their size in bytes"
+"""From `list_files`' description, which every model request of a turn offers the model."""
 
 Traced = Callable[..., AbstractAsyncContextManager[tuple[Client, Services, Collector]]]
 
@@ -142,6 +145,7 @@ async def test_a_turn_is_traced_from_the_callers_trace_down_to_sql(
 
     # No message content, no tool arguments, no statement values anywhere in what was sent.
     exported = b"".join(found.bodies)
+    assert_no_tool_definitions(exported, spans, fakes)
     assert SECRET.encode() not in exported
     assert SECRET_PATH.encode() not in exported
     assert b"Nothing there." not in exported
@@ -157,6 +161,21 @@ async def test_message_content_is_traced_only_when_an_operator_opts_in(
     exported = b"".join(found.bodies)
     assert SECRET.encode() in exported
     assert SECRET_PATH.encode() in exported
+    assert_no_tool_definitions(exported, found.spans, fakes)
+
+
+def assert_no_tool_definitions(
+    exported: bytes, spans: list[Span], fakes: dict[str, FakeProviderServer]
+) -> None:
+    """The model was offered tools (their descriptions went to the provider), and not one span
+    carries their definitions, which pydantic-ai sets on every model request: they are opt-in
+    in the GenAI conventions, and hearth leaves them out, content traced or not."""
+    sent = [json.dumps(request.body) for request in fakes["anthropic"].requests]
+    assert sent and all(TOOL_DESCRIPTION in body for body in sent)
+    description = TOOL_DESCRIPTION.encode()
+    assert not any("gen_ai.tool.definitions" in span.attributes for span in spans)
+    assert b"gen_ai.tool.definitions" not in exported
+    assert description not in exported
 
 
 @pytest.mark.slow  # a fresh interpreter imports all of hearth: seconds, not milliseconds

@@ -145,12 +145,15 @@ class Connection:
             while chunk := await reader.read(1 << 16):
                 yield chunk
 
-    async def exchange(self, request: bytes, *, wait: float) -> Exchange:
+    async def exchange(
+        self, request: bytes, *, wait: float, answered: asyncio.Event | None = None
+    ) -> Exchange:
         """Send `request` and read its whole response, within `wait` seconds.
 
         A `text/event-stream` body is split into events as it arrives; any other body is kept
         whole. A failure (time-out, dropped connection) is recorded on the result, not raised,
-        and leaves the connection unusable.
+        and leaves the connection unusable. `answered`, when given, is set as the response's
+        head arrives (or as the exchange fails without one).
         """
         if not self.usable:
             raise RuntimeError("the connection is closed")
@@ -163,6 +166,8 @@ class Connection:
                 self.writer.write(request)
                 head = await self.reader.readuntil(HEADER_END)
                 result.status, result.headers, length, chunked = _parse_head(head)
+                if answered is not None:
+                    answered.set()
                 streaming = any(
                     key.lower() == "content-type" and value.startswith("text/event-stream")
                     for key, value in result.headers
@@ -187,6 +192,8 @@ class Connection:
         except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError) as e:
             result.error = f"{type(e).__name__}: {e}"
         result.ended_ns = clock()
+        if answered is not None:
+            answered.set()
         if not result.complete:
             self.close()
         return result

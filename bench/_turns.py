@@ -406,3 +406,20 @@ def quantile(values: Sequence[float], fraction: float) -> float:
     ordered = sorted(values)
     rank = max(1, min(len(ordered), math.ceil(fraction * len(ordered))))
     return ordered[rank - 1]
+
+
+def median_interval(values: Sequence[float], level: float = 0.9) -> tuple[float, float]:
+    """A distribution-free interval for the median of what `values` sample: the order
+    statistics x(k) and x(n+1-k) for the largest k that still covers it with probability
+    `level` (each value falls either side of the median with even odds, so the count below it
+    is binomial). NaN both when `values` are too few for that level."""
+    ordered = sorted(values)
+    n = len(ordered)
+    chosen = 0
+    for k in range(1, n // 2 + 1):
+        if sum(math.comb(n, i) for i in range(k, n - k + 1)) / 2**n < level:
+            break
+        chosen = k
+    if not chosen:
+        return math.nan, math.nan
+    return ordered[chosen - 1], ordered[n - chosen]

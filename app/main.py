@@ -163,6 +163,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
     if services.metrics.enabled and services.mcp is not None:
         services.mcp.watch(services.metrics.mcp_servers)
     services.turns = TurnSupervisor(services)
+    services.tracing = traces.install(services.engine, include_content=settings.trace_content)
     app = HearthApp(
         title="hearth",
         version="0.1.0",
@@ -170,6 +171,7 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
         default_response_class=OrjsonResponse,
         openapi_tags=OPENAPI_TAGS,
         lifespan=_lifespan(services),
+        telemetry=traces.http_telemetry(services.tracing),
     )
     app.state.services = services
     for module in ROUTERS:
@@ -180,7 +182,6 @@ def create_app(settings: Settings | None = None, *, clock: Clock | None = None) 
     _add_middleware(app, settings)
     # Outermost: every answer is counted and logged, errors and refusals too.
     app.add_middleware(ObservedRequests, metrics=services.metrics)
-    services.tracing = traces.install(app, services.engine, include_content=settings.trace_content)
     return app
 
 

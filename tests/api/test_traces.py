@@ -178,6 +178,56 @@ def assert_no_tool_definitions(
     assert description not in exported
 
 
+@pytest.mark.usefixtures("registry")
+async def test_the_probes_and_the_scrape_leave_no_server_span(traced: Traced) -> None:
+    async with traced() as (client, services, found):
+        headers = {"traceparent": TRACEPARENT}
+        for path in ("/healthz", "/readyz", "/metrics"):
+            await client.get(path, headers=headers)
+        assert (await client.get("/api/chats", headers=headers)).status_code == 200
+        assert services.tracing is not None
+        await asyncio.to_thread(services.tracing.flush)
+
+        async def listed() -> bool:
+            return any(s.name == "GET /api/chats" for s in found.spans)
+
+        await wait_until(listed, failure="the listing's span was not exported")
+    ours = [s for s in found.spans if s.trace_id == TRACE_ID]
+    (server,) = [s for s in ours if s.kind == 2]  # SERVER
+    assert server.name == "GET /api/chats"
+    assert server.parent_id == PARENT_ID
+    assert server.attributes["http.response.status_code"] == 200
+    assert all(s is server or under(s, server, ours) for s in ours), [s.name for s in ours]
+    assert not any(
+        s.attributes.get("url.path") in ("/healthz", "/readyz", "/metrics") for s in found.spans
+    )
+
+
+def fresh_interpreter(settings: Settings, program: str, *, prelude: str = "") -> str:
+    """What `program` prints, run after `prelude` and hearth's app built (`app`, its test
+    `client`), in a fresh interpreter with no `OTEL_`, `HEARTH_` or `PROMETHEUS_` variable."""
+    setup = (
+        prelude + "import asyncio, os, sys\n"
+        "from app.main import create_app\n"
+        "from app.settings import Settings\n"
+        "from fastapi.testclient import TestClient\n"
+        f"settings = Settings(_env_file=None, database_url={settings.database_url!r},"
+        f" data_dir={str(settings.data_dir)!r}, secret_key='x' * 32)\n"
+        "app = create_app(settings)\n"
+        "client = TestClient(app)\n"
+    )
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if not name.startswith(("OTEL_", "HEARTH_", "PROMETHEUS_"))
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", setup + program], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
 @pytest.mark.slow  # a fresh interpreter imports all of hearth: seconds, not milliseconds
 def test_without_an_endpoint_nothing_of_opentelemetry_or_prometheus_is_loaded(
     settings: Settings,
@@ -185,14 +235,7 @@ def test_without_an_endpoint_nothing_of_opentelemetry_or_prometheus_is_loaded(
     """In a fresh interpreter, as `hearth serve` runs: building and starting the app loads no
     SDK, exporter or instrumentation, and no metrics library."""
     program = (
-        "import asyncio, os, sys\n"
-        "from app.main import create_app\n"
-        "from app.settings import Settings\n"
-        "from fastapi.testclient import TestClient\n"
-        f"settings = Settings(_env_file=None, database_url={settings.database_url!r},"
-        f" data_dir={str(settings.data_dir)!r}, secret_key='x' * 32)\n"
-        "app = create_app(settings)\n"
-        "with TestClient(app) as client:\n"
+        "with client:\n"
         "    assert client.get('/healthz').status_code == 200\n"
         "    assert client.get('/metrics').status_code == 404\n"
         "loaded = sorted(m for m in sys.modules if m.startswith("
@@ -201,13 +244,33 @@ def test_without_an_endpoint_nothing_of_opentelemetry_or_prometheus_is_loaded(
         "assert app.state.services.tracing is None\n"
         "print(loaded)\n"
     )
-    env = {
-        name: value
-        for name, value in os.environ.items()
-        if not name.startswith(("OTEL_", "HEARTH_", "PROMETHEUS_"))
-    }
-    done = subprocess.run(
-        [sys.executable, "-c", program], cwd=ROOT, env=env, capture_output=True, text=True
+    assert fresh_interpreter(settings, program) == "[]"
+
+
+@pytest.mark.slow  # a fresh interpreter imports all of hearth: seconds, not milliseconds
+def test_without_an_endpoint_no_request_is_traced_even_under_a_process_wide_provider(
+    settings: Settings,
+) -> None:
+    """Where something else set a process-wide tracer provider (`opentelemetry-instrument`,
+    say), FastAPI would trace every request through it by default; hearth without an endpoint
+    traces nothing, through any provider."""
+    prelude = (
+        "from opentelemetry import trace\n"
+        "from opentelemetry.sdk.trace import TracerProvider\n"
+        "from opentelemetry.sdk.trace.export import SimpleSpanProcessor\n"
+        "from opentelemetry.sdk.trace.export.in_memory_span_exporter import"
+        " InMemorySpanExporter\n"
+        "kept = InMemorySpanExporter()\n"
+        "provider = TracerProvider()\n"
+        "provider.add_span_processor(SimpleSpanProcessor(kept))\n"
+        "trace.set_tracer_provider(provider)\n"
     )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "[]", done.stdout
+    program = (
+        "with client:\n"
+        "    assert client.get('/healthz').status_code == 200\n"
+        "    assert client.get('/api/chats').status_code == 401\n"
+        "    assert client.post('/api/auth/login', json={}).status_code == 422\n"
+        "assert app.state.services.tracing is None\n"
+        "print([span.name for span in kept.get_finished_spans()])\n"
+    )
+    assert fresh_interpreter(settings, program, prelude=prelude) == "[]"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -92,6 +93,17 @@ class Collector:
     def named(self, name: str) -> list[Span]:
         return [span for span in self.spans if span.name == name]
 
+    def tally(self) -> dict[str, Any]:
+        """How many spans arrived, by instrumentation scope and by the name of their trace's
+        root (the span whose parent is not in the export: a caller's, or none)."""
+        ids = {span.span_id for span in self.spans}
+        roots = {s.trace_id: s.name for s in self.spans if s.parent_id not in ids}
+        return {
+            "spans": len(self.spans),
+            "by_scope": dict(Counter(span.scope for span in self.spans)),
+            "by_root": dict(Counter(roots.get(span.trace_id, "") for span in self.spans)),
+        }
+
 
 @asynccontextmanager
 async def collector() -> AsyncIterator[Collector]:
@@ -103,7 +115,8 @@ async def collector() -> AsyncIterator[Collector]:
 
 
 def main() -> None:
-    """A collector in a process of its own, for benchmarks: `GET /count` says how many spans."""
+    """A collector in a process of its own, for benchmarks: `GET /count` says how many spans
+    arrived, by scope and by trace (`Collector.tally`)."""
     import argparse
 
     import uvicorn
@@ -116,7 +129,7 @@ def main() -> None:
     found = Collector()
 
     async def count(_: Request) -> Response:
-        return JSONResponse({"spans": len(found.spans)})
+        return JSONResponse(found.tally())
 
     app = Starlette(
         routes=[

@@ -222,7 +222,12 @@ def fresh_interpreter(settings: Settings, program: str, *, prelude: str = "") ->
         if not name.startswith(("OTEL_", "HEARTH_", "PROMETHEUS_"))
     }
     done = subprocess.run(
-        [sys.executable, "-c", setup + program], cwd=ROOT, env=env, capture_output=True, text=True
+        [sys.executable, "-c", setup + program],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,  # a guard against a hang: it takes seconds
     )
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
